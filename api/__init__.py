@@ -1,0 +1,1 @@
+"""The HTTP API (aiohttp): lenders' backends call it under /v1."""

@@ -1,0 +1,1 @@
+"""The indexer daemon: per-network followers of USDC/USDT Transfer and Approval logs, backfills, reorgs."""

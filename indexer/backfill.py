@@ -1,0 +1,141 @@
+"""Backfill of newly watched addresses: their history from a start block (or time) up to where the live
+follower took them over, resumable, while the follower keeps going."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from indexer import store
+from indexer.decode import BlockHeader, TokenLog
+from indexer.fetcher import InconsistentResponse, LogFetcher
+from indexer.follower import sleep_or_stop
+from indexer.progress import Progress
+from indexer.rpc import RpcError
+from indexer.store import WatchedAddress
+from vip import metrics
+from vip.config import NetworkConfig
+
+log = structlog.get_logger(__name__)
+
+
+async def first_block_at_or_after(fetcher: LogFetcher, when: datetime, head: int) -> int:
+    """Bisect block timestamps for the first block at or after `when` (head + 1 if none)."""
+    target = int(when.timestamp())
+    lo, hi = 0, head + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        header: BlockHeader = (await fetcher.headers([mid]))[mid]
+        if header.timestamp >= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+class Backfiller:
+    """Brings pending watched addresses' history in, oldest first, several addresses per range."""
+
+    def __init__(self, network: NetworkConfig, engine: AsyncEngine, fetcher: LogFetcher) -> None:
+        self.network = network
+        self.name = network.name
+        self.engine = engine
+        self.fetcher = fetcher
+        self.symbols = network.token_by_address()
+        self.log = log.bind(network=self.name, role="backfill")
+        self._progress: Progress | None = None
+
+    async def _resolve_starts(self, pending: list[WatchedAddress]) -> list[WatchedAddress]:
+        """Give every pending address a start block (bisecting its start time once, then stored)."""
+        resolved = []
+        head: int | None = None
+        for item in pending:
+            start = item.start_block
+            if start is None and item.start_time is not None:
+                head = head if head is not None else await self.fetcher.rpc.block_number()
+                start = await first_block_at_or_after(self.fetcher, item.start_time, head)
+            start = self.network.start_block if start is None else start
+            if start != item.start_block:
+                async with self.engine.begin() as conn:
+                    await store.set_start_block(conn, self.name, item.address, start)
+            resolved.append(WatchedAddress(item.address, start, item.start_time, item.live_from_block,
+                                           item.backfill_next_block))
+        return resolved
+
+    async def step(self) -> bool:
+        """Backfill one range for the pending addresses; False when there is nothing to do."""
+        async with self.engine.connect() as conn:
+            pending = await store.pending_backfills(conn, self.name)
+        metrics.BACKFILL_PENDING.labels(self.name).set(len(pending))
+        if not pending:
+            metrics.BACKFILL_REMAINING.labels(self.name).set(0)
+            self._progress = None
+            return False
+        pending = await self._resolve_starts(pending)
+        nexts = {w.address: max(w.backfill_next_block or 0, w.start_block or 0) for w in pending}
+        ends = {w.address: w.live_from_block - 1 for w in pending}  # type: ignore[operator]
+        done_now = [a for a in nexts if nexts[a] > ends[a]]
+        if done_now:
+            async with self.engine.begin() as conn:
+                await store.advance_backfill(conn, self.name, done_now, max(ends[a] + 1 for a in done_now))
+            return True
+        start = min(nexts.values())
+        group = sorted(a for a in nexts if nexts[a] <= start + self.fetcher.sizer.size - 1)
+        limit = max(ends[a] for a in group)
+        metrics.BACKFILL_REMAINING.labels(self.name).set(limit - start + 1)
+        if self._progress is None:
+            self._progress = Progress(f"{self.name} backfill", limit - start + 1)
+
+        range_start, range_end, logs, _ = await self.fetcher.logs_adaptive(start - 1, limit, group)
+        # Addresses whose own window ends before this range only keep their logs up to that end.
+        logs = [lg for lg in logs if self._wanted(lg, group, ends)]
+        untimed = sorted({lg.block_number for lg in logs if lg.block_timestamp is None})
+        timestamps = {n: h.timestamp for n, h in (await self.fetcher.headers(untimed)).items()}
+        if not await self._commit(logs, timestamps, group, range_end + 1):
+            return True
+        metrics.BACKFILL_BLOCKS.labels(self.name).inc(range_end - range_start + 1)
+        self._progress.advance(range_end - range_start + 1)
+        return True
+
+    @staticmethod
+    def _wanted(lg: TokenLog, group: list[str], ends: dict[str, int]) -> bool:
+        return any(party in ends and party in group and lg.block_number <= ends[party]
+                   for party in (lg.party_a, lg.party_b))
+
+    async def _commit(self, logs: list[TokenLog], timestamps: dict[int, int], group: list[str],
+                      next_block: int) -> bool:
+        async with self.engine.begin() as conn:
+            # Serialise with the follower's rollbacks; logs of blocks inside the header window must
+            # carry the hash the follower indexed, or a reorg happened under us: retry the range.
+            await store.load_cursor(conn, self.name, lock=True)
+            known = await store.stored_header_hashes(conn, self.name, {lg.block_number for lg in logs})
+            if any(known.get(lg.block_number, lg.block_hash) != lg.block_hash for lg in logs):
+                self.log.warning("backfill range crosses a reorg; retrying", next_block=next_block)
+                return False
+            await store.insert_logs(conn, self.name, logs, self.symbols, timestamps)
+            await store.advance_backfill(conn, self.name, group, next_block)
+        return True
+
+    async def run(self, stop: asyncio.Event) -> None:
+        failures = 0
+        while not stop.is_set():
+            try:
+                worked = await self.step()
+                failures = 0
+            except (RpcError, InconsistentResponse, OSError) as exc:
+                failures += 1
+                metrics.FOLLOWER_ERRORS.labels(self.name, "backfill_" + type(exc).__name__).inc()
+                self.log.warning("backfill step failed", error=str(exc)[:300], failures=failures)
+                await sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))
+                continue
+            except Exception as exc:
+                failures += 1
+                metrics.FOLLOWER_ERRORS.labels(self.name, "backfill_" + type(exc).__name__).inc()
+                self.log.exception("backfill step crashed", failures=failures)
+                await sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))
+                continue
+            if not worked:
+                await sleep_or_stop(stop, self.network.poll_interval_s)

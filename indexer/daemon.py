@@ -1,0 +1,81 @@
+"""`vip index`: one follower and one backfiller per enabled network in one process, plus /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from indexer.backfill import Backfiller
+from indexer.fetcher import LogFetcher
+from indexer.follower import Follower
+from indexer.ranges import AdaptiveRange
+from indexer.rpc import RpcClient
+from vip.config import NetworkConfig, Settings
+from vip.store.engine import create_engine
+
+log = structlog.get_logger(__name__)
+
+
+def build_network_tasks(settings: Settings, network: NetworkConfig, engine, rpc: RpcClient):
+    """The follower and backfiller of one network (each with its own adaptive range)."""
+    def fetcher() -> LogFetcher:
+        sizer = AdaptiveRange(network.initial_block_range, network.max_block_range)
+        return LogFetcher(rpc, network, settings.rpc.max_addresses_per_filter, sizer,
+                          settings.indexer.max_logs_per_batch)
+
+    return (Follower(network, engine, rpc, fetcher(), settings.indexer),
+            Backfiller(network, engine, fetcher()))
+
+
+async def _metrics_handler(_: web.Request) -> web.Response:
+    return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _health_handler(_: web.Request) -> web.Response:
+    return web.json_response({"status": "ok", "role": "indexer"})
+
+
+async def start_metrics_server(host: str, port: int) -> web.AppRunner:
+    app = web.Application()
+    app.router.add_get("/metrics", _metrics_handler)
+    app.router.add_get("/healthz", _health_handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
+
+
+async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
+                     networks: list[str] | None = None, serve_metrics: bool = True) -> None:
+    """Run until `stop` is set. Each network is independent: one failing RPC stalls only itself."""
+    chosen = [n for n in settings.enabled_networks() if networks is None or n.name in networks]
+    if not chosen:
+        log.warning("no network to index: set an RPC URL (see docs/operations.md)")
+    engine = create_engine(database_url, pool_size=2 + 2 * len(chosen))
+    runner = None
+    if serve_metrics:
+        runner = await start_metrics_server(settings.daemon.metrics_host, settings.daemon.metrics_port)
+        log.info("metrics listening", url=f"http://{settings.daemon.metrics_host}:"
+                                          f"{settings.daemon.metrics_port}/metrics")
+    rpcs = [RpcClient(n.name, n.rpc_url, settings.rpc) for n in chosen]  # type: ignore[arg-type]
+    tasks = []
+    for network, rpc in zip(chosen, rpcs, strict=True):
+        follower, backfiller = build_network_tasks(settings, network, engine, rpc)
+        tasks.append(asyncio.create_task(follower.run(stop), name=f"follow-{network.name}"))
+        tasks.append(asyncio.create_task(backfiller.run(stop), name=f"backfill-{network.name}"))
+        log.info("following network", network=network.name, chain_id=network.chain_id, mode=network.mode,
+                 finality_depth=network.finality_depth)
+    try:
+        await stop.wait()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for rpc in rpcs:
+            await rpc.close()
+        if runner is not None:
+            await runner.cleanup()
+        await engine.dispose()

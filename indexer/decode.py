@@ -1,0 +1,88 @@
+"""Parse JSON-RPC log and block objects into frozen, typed values (pure; no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from vip.chain.contracts import APPROVAL_TOPIC, TRANSFER_TOPIC
+
+
+@dataclass(frozen=True, slots=True)
+class BlockHeader:
+    number: int
+    hash: str
+    parent_hash: str
+    timestamp: int  # unix seconds
+
+    @property
+    def time(self) -> datetime:
+        return datetime.fromtimestamp(self.timestamp, UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLog:
+    """A decoded ERC-20 Transfer or Approval log."""
+
+    kind: str  # "transfer" | "approval"
+    tx_hash: str
+    log_index: int
+    block_number: int
+    block_hash: str
+    token_address: str  # lower-case
+    party_a: str  # transfer: from; approval: owner
+    party_b: str  # transfer: to; approval: spender
+    amount: int
+    block_timestamp: int | None  # unix seconds when the node includes it in the log
+
+
+def parse_header(block: dict) -> BlockHeader:
+    return BlockHeader(
+        number=int(block["number"], 16),
+        hash=block["hash"].lower(),
+        parent_hash=block["parentHash"].lower(),
+        timestamp=int(block["timestamp"], 16),
+    )
+
+
+def _topic_address(topic: str) -> str:
+    return "0x" + topic[-40:].lower()
+
+
+def parse_token_log(log: dict) -> TokenLog | None:
+    """Decode a Transfer/Approval log; None for anything else (other events, non-standard layouts).
+
+    NOTE: a log with `removed: true` comes from a subscription after a reorg; eth_getLogs never returns
+    one for a range we ask about, but if it does, it is not part of the canonical chain: skip it.
+    """
+    topics = log.get("topics") or []
+    if log.get("removed") or len(topics) != 3:
+        return None
+    topic0 = topics[0].lower()
+    if topic0 == TRANSFER_TOPIC:
+        kind = "transfer"
+    elif topic0 == APPROVAL_TOPIC:
+        kind = "approval"
+    else:
+        return None
+    data = log.get("data") or "0x"
+    if len(data) != 66:  # one uint256 word; anything else is not a standard ERC-20 event
+        return None
+    timestamp = log.get("blockTimestamp")
+    return TokenLog(
+        kind=kind,
+        tx_hash=log["transactionHash"].lower(),
+        log_index=int(log["logIndex"], 16),
+        block_number=int(log["blockNumber"], 16),
+        block_hash=log["blockHash"].lower(),
+        token_address=log["address"].lower(),
+        party_a=_topic_address(topics[1]),
+        party_b=_topic_address(topics[2]),
+        amount=int(data, 16),
+        block_timestamp=int(timestamp, 16) if timestamp else None,
+    )
+
+
+def address_topic(address: str) -> str:
+    """An address as a 32-byte topic value."""
+    return "0x" + "0" * 24 + address.lower().removeprefix("0x")

@@ -1,0 +1,270 @@
+"""The live follower of one network: cursor -> head, one checked range per transaction, reorg repair."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from indexer import store
+from indexer.decode import BlockHeader, parse_header
+from indexer.fetcher import FetchedRange, LogFetcher, ReorgDetected
+from indexer.progress import Progress
+from indexer.ranges import finalized_block
+from indexer.reorg import first_common_block, header_window_start
+from indexer.rpc import NodeBehindError, RpcClient, RpcError
+from indexer.store import Cursor
+from vip import metrics
+from vip.config import IndexerConfig, NetworkConfig
+
+log = structlog.get_logger(__name__)
+
+# A sync further behind than this many blocks reports progress (blocks/s, ETA).
+PROGRESS_THRESHOLD_BLOCKS = 5000
+
+
+class ChainIdMismatch(Exception):
+    pass
+
+
+class Follower:
+    """Follows one network from its cursor to the head; safe to kill at any point."""
+
+    def __init__(self, network: NetworkConfig, engine: AsyncEngine, rpc: RpcClient, fetcher: LogFetcher,
+                 config: IndexerConfig) -> None:
+        self.network = network
+        self.name = network.name
+        self.engine = engine
+        self.rpc = rpc
+        self.fetcher = fetcher
+        self.config = config
+        self.symbols = network.token_by_address()
+        self._behind_since: float | None = None
+        self._progress: Progress | None = None
+        self.log = log.bind(network=self.name)
+
+    # --- start ---------------------------------------------------------------------------------------
+
+    async def prepare(self) -> Cursor:
+        """Check the node's chain id against config and the database; create the cursor if new."""
+        chain_id = await self.rpc.chain_id()
+        if chain_id != self.network.chain_id:
+            raise ChainIdMismatch(
+                f"{self.name}: RPC chain id {chain_id}, config says {self.network.chain_id}")
+        async with self.engine.begin() as conn:
+            stored = await store.stored_chain_id(conn, self.name)
+            if stored is not None and stored != chain_id:
+                raise ChainIdMismatch(f"{self.name}: database indexed chain id {stored}, RPC is {chain_id}")
+            cursor = await store.load_cursor(conn, self.name)
+        if cursor is not None:
+            return cursor
+        start = self.network.start_block
+        anchor_hash = None
+        if start > 0:
+            anchor_hash = (await self.fetcher.headers([start - 1]))[start - 1].hash
+        async with self.engine.begin() as conn:
+            await store.init_cursor(conn, self.name, chain_id, Cursor(start - 1, anchor_hash))
+            return await store.load_cursor(conn, self.name)  # type: ignore[return-value]
+
+    # --- one iteration ---------------------------------------------------------------------------------
+
+    async def step(self) -> bool:
+        """Index the next range; True when caught up with the head (the caller then waits a poll)."""
+        latest = await self.rpc.call("eth_getBlockByNumber", ["latest", False])
+        head = parse_header(latest)
+        metrics.HEAD_BLOCK.labels(self.name).set(head.number)
+        async with self.engine.connect() as conn:
+            cursor = await store.load_cursor(conn, self.name)
+            watch = await store.load_watch_set(conn, self.name) if self.network.mode == "watched" else []
+        assert cursor is not None, "prepare() creates the cursor"
+        metrics.WATCHED_ADDRESSES.labels(self.name).set(len(watch))
+
+        if head.number <= cursor.block_number:
+            await self._check_tip(cursor, head)
+            self._update_lag(head, cursor.block_number, head.timestamp)
+            return True
+        self._behind_since = None
+
+        addresses = None
+        if self.network.mode == "watched":
+            addresses = [w.address for w in watch]
+            if self.network.disbursement_contract:
+                addresses.append(self.network.disbursement_contract.lower())
+            addresses = sorted(set(addresses))
+        finalized = finalized_block(head.number, self.network.finality_depth)
+        started = time.perf_counter()
+        try:
+            fetched = await self.fetcher.fetch_range(cursor.block_number, cursor.block_hash, head.number,
+                                                     finalized, addresses)
+        except ReorgDetected as exc:
+            self.log.warning("reorg suspected", block=exc.block_number, cursor=cursor.block_number)
+            await self._repair_reorg(cursor, head)
+            return False
+        fetched_at = time.perf_counter()
+        new_addresses = [w.address for w in watch if w.live_from_block is None]
+        await self._commit(fetched, head, finalized, new_addresses)
+        metrics.BATCH_SECONDS.labels(self.name, "fetch").observe(fetched_at - started)
+        metrics.BATCH_SECONDS.labels(self.name, "store").observe(time.perf_counter() - fetched_at)
+        self._update_lag(head, fetched.end, fetched.headers[fetched.end].timestamp)
+        self._report_progress(cursor.block_number, fetched.end, head.number)
+        return fetched.end >= head.number
+
+    async def _commit(self, fetched: FetchedRange, head: BlockHeader, finalized: int,
+                      new_addresses: list[str]) -> None:
+        timestamps = {n: h.timestamp for n, h in fetched.headers.items()}
+        keep_from = header_window_start(fetched.end, head.number, self.network.finality_depth)
+        headers = [h for n, h in fetched.headers.items() if n >= keep_from]
+        end_header = fetched.headers[fetched.end]
+        async with self.engine.begin() as conn:
+            # The cursor row lock serialises this commit with backfills and with reorg repair.
+            locked = await store.load_cursor(conn, self.name, lock=True)
+            if locked is None or locked.block_number != fetched.start - 1:
+                self.log.warning("cursor moved during fetch; discarding range", start=fetched.start)
+                return
+            transfers, approvals = await store.commit_range(
+                conn, self.name, logs=fetched.logs, symbols=self.symbols, timestamps=timestamps,
+                headers=headers, cursor=Cursor(fetched.end, end_header.hash), keep_headers_from=keep_from)
+            if new_addresses:
+                first = self.network.start_block if self.network.mode == "all" else fetched.start
+                await store.mark_live_from(conn, self.name, new_addresses, first)
+        metrics.LOGS_INGESTED.labels(self.name, "transfer").inc(transfers)
+        metrics.LOGS_INGESTED.labels(self.name, "approval").inc(approvals)
+        metrics.INDEXED_BLOCK.labels(self.name).set(fetched.end)
+        self.log.debug("indexed range", block_from=fetched.start, block_to=fetched.end,
+                       logs=len(fetched.logs), finalized=finalized)
+
+    # --- tip check and reorg repair ---------------------------------------------------------------------
+
+    async def _check_tip(self, cursor: Cursor, head: BlockHeader) -> None:
+        """Caught up: make sure our tip is still the node's block at that height."""
+        if cursor.block_hash is None or cursor.block_number < 0:
+            return
+        if head.number < cursor.block_number:
+            # A node behind our cursor is usually a lagging replica: wait, then treat as a reorg to a
+            # shorter chain only if it stays behind.
+            now = time.monotonic()
+            self._behind_since = self._behind_since or now
+            if now - self._behind_since < self.config.lag_grace_s:
+                return
+        else:
+            tip = head if head.number == cursor.block_number else None
+            if tip is None:
+                try:
+                    tip = (await self.fetcher.headers([cursor.block_number]))[cursor.block_number]
+                except NodeBehindError:
+                    return
+            if tip.hash == cursor.block_hash:
+                return
+        await self._repair_reorg(cursor, head)
+
+    async def _repair_reorg(self, cursor: Cursor, head: BlockHeader) -> None:
+        """Find the newest block we share with the node, drop everything above it, continue from it."""
+        fork = await self._find_fork_point(cursor)
+        if fork is None:
+            return  # the node changed its mind while we looked: nothing to repair now
+        depth = cursor.block_number - fork.block_number
+        beyond = depth > self.network.finality_depth
+        async with self.engine.begin() as conn:
+            locked = await store.load_cursor(conn, self.name, lock=True)
+            if locked != cursor:
+                return
+            await store.rollback_to(conn, self.name, fork=fork, old_head=cursor, beyond_finality=beyond)
+        metrics.REORGS.labels(self.name).inc()
+        metrics.REORG_DEPTH.labels(self.name).observe(depth)
+        metrics.INDEXED_BLOCK.labels(self.name).set(fork.block_number)
+        fields = {"fork_block": fork.block_number, "old_head": cursor.block_number, "depth": depth,
+                  "node_head": head.number}
+        if beyond:
+            metrics.DEEP_REORGS.labels(self.name).inc()
+            self.log.error("reorg deeper than the finality depth repaired", **fields,
+                           finality_depth=self.network.finality_depth)
+        else:
+            self.log.warning("reorg repaired", **fields)
+
+    async def _find_fork_point(self, cursor: Cursor) -> Cursor | None:
+        async with self.engine.connect() as conn:
+            stored = await store.stored_headers_desc(conn, self.name, cursor.block_number)
+        # Re-check before rolling back: if the node agrees with our tip now, it was a lagging replica.
+        candidates = list(stored)
+        lowest = candidates[-1][0] if candidates else cursor.block_number + 1
+        while True:
+            for i in range(0, len(candidates), 50):
+                chunk = candidates[i:i + 50]
+                canonical = await self._canonical([n for n, _ in chunk])
+                if i == 0 and chunk and chunk[0][0] == cursor.block_number and canonical[0] is not None \
+                        and canonical[0].hash == cursor.block_hash:
+                    return None
+                match = first_common_block(chunk, canonical)
+                if match is not None:
+                    return Cursor(*match)
+            # Deeper than the header window: anchor on the blocks of stored logs, newest first.
+            async with self.engine.connect() as conn:
+                candidates = await store.row_blocks_desc(conn, self.name, lowest, 200)
+            if not candidates:
+                start = self.network.start_block
+                anchor = None
+                if start > 0:
+                    anchor = (await self.fetcher.headers([start - 1]))[start - 1].hash
+                return Cursor(start - 1, anchor)
+            lowest = candidates[-1][0]
+
+    async def _canonical(self, numbers: list[int]) -> list[BlockHeader | None]:
+        blocks = await self.rpc.get_blocks(numbers)
+        return [parse_header(b) if b else None for b in blocks]
+
+    # --- metrics and progress ----------------------------------------------------------------------------
+
+    def _update_lag(self, head: BlockHeader, indexed: int, indexed_timestamp: int) -> None:
+        metrics.LAG_BLOCKS.labels(self.name).set(max(0, head.number - indexed))
+        metrics.LAG_SECONDS.labels(self.name).set(max(0, head.timestamp - indexed_timestamp))
+        metrics.LAST_PROGRESS.labels(self.name).set(time.time())
+
+    def _report_progress(self, previous: int, indexed: int, head: int) -> None:
+        if self._progress is None and head - previous > PROGRESS_THRESHOLD_BLOCKS:
+            self._progress = Progress(f"{self.name} sync", head - previous)
+        if self._progress is not None:
+            self._progress.advance(indexed - previous)
+            if indexed >= head or self._progress.done >= self._progress.total:
+                self._progress = None
+
+    # --- loop --------------------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Follow until `stop` is set. Errors are logged and retried with backoff; never fatal except a
+        chain id mismatch, which stops this network only."""
+        delay = self.network.poll_interval_s
+        while not stop.is_set():
+            try:
+                await self.prepare()
+                break
+            except ChainIdMismatch as exc:
+                metrics.FOLLOWER_ERRORS.labels(self.name, "chain_id").inc()
+                self.log.error("refusing to index: chain id mismatch", error=str(exc))
+                return
+            except (RpcError, OSError) as exc:
+                metrics.FOLLOWER_ERRORS.labels(self.name, type(exc).__name__).inc()
+                self.log.warning("network unreachable at start", error=str(exc)[:300])
+                await sleep_or_stop(stop, min(30.0, delay))
+        failures = 0
+        while not stop.is_set():
+            try:
+                caught_up = await self.step()
+                failures = 0
+            except Exception as exc:  # one bad iteration must not end the follower
+                failures += 1
+                metrics.FOLLOWER_ERRORS.labels(self.name, type(exc).__name__).inc()
+                self.log.warning("follower iteration failed", error=f"{type(exc).__name__}: {exc}"[:300],
+                                 failures=failures)
+                await sleep_or_stop(stop, min(30.0, self.network.poll_interval_s * 2 ** min(failures, 5)))
+                continue
+            if caught_up:
+                await sleep_or_stop(stop, self.network.poll_interval_s)
+
+
+async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except TimeoutError:
+        pass

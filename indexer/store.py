@@ -1,0 +1,252 @@
+"""The indexer's reads and writes: cursor, headers, token logs, reorg rollback, watch set, backfill progress.
+
+Every write here takes the caller's connection inside an open transaction, so rows, headers, cursor and
+backfill progress commit together or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import delete, func, select, union, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from indexer.decode import BlockHeader, TokenLog
+from vip.store.tables import (
+    block_headers,
+    chain_cursors,
+    chain_reorgs,
+    token_approvals,
+    token_transfers,
+    watched_addresses,
+)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    block_number: int
+    block_hash: str | None
+
+
+@dataclass(frozen=True)
+class WatchedAddress:
+    address: str
+    start_block: int | None
+    start_time: datetime | None
+    live_from_block: int | None
+    backfill_next_block: int | None
+
+
+# --- cursor ------------------------------------------------------------------------------------------
+
+async def load_cursor(conn: AsyncConnection, network: str, *, lock: bool = False) -> Cursor | None:
+    query = select(chain_cursors.c.block_number, chain_cursors.c.block_hash).where(
+        chain_cursors.c.network == network)
+    if lock:
+        query = query.with_for_update()
+    row = (await conn.execute(query)).first()
+    return Cursor(row.block_number, row.block_hash) if row else None
+
+
+async def init_cursor(conn: AsyncConnection, network: str, chain_id: int, cursor: Cursor) -> None:
+    await conn.execute(pg_insert(chain_cursors).values(
+        network=network, chain_id=chain_id, block_number=cursor.block_number, block_hash=cursor.block_hash,
+    ).on_conflict_do_nothing())
+
+
+async def stored_chain_id(conn: AsyncConnection, network: str) -> int | None:
+    return await conn.scalar(select(chain_cursors.c.chain_id).where(chain_cursors.c.network == network))
+
+
+async def _set_cursor(conn: AsyncConnection, network: str, cursor: Cursor) -> None:
+    await conn.execute(update(chain_cursors).where(chain_cursors.c.network == network).values(
+        block_number=cursor.block_number, block_hash=cursor.block_hash, updated_at=func.now()))
+
+
+# --- logs ----------------------------------------------------------------------------------------------
+
+_STAGE_DDL = """
+CREATE TEMP TABLE IF NOT EXISTS stage_token_logs (
+    kind char(1), tx_hash text, log_index int, block_number bigint, block_hash text,
+    block_timestamp timestamptz, token text, token_address text, party_a text, party_b text,
+    amount numeric(78, 0)
+) ON COMMIT DELETE ROWS
+"""
+
+
+def _copy_text(network: str, logs: Sequence[TokenLog], symbols: dict[str, str],
+               timestamps: dict[int, int]) -> bytes:
+    """COPY text for the staging table. Every value is hex, digits or a symbol: nothing to escape."""
+    lines = []
+    for lg in logs:
+        ts = lg.block_timestamp if lg.block_timestamp is not None else timestamps[lg.block_number]
+        lines.append(
+            f"{'t' if lg.kind == 'transfer' else 'a'}\t{lg.tx_hash}\t{lg.log_index}\t{lg.block_number}\t"
+            f"{lg.block_hash}\t{datetime.fromtimestamp(ts, UTC).isoformat()}\t"
+            f"{symbols[lg.token_address]}\t{lg.token_address}\t{lg.party_a}\t{lg.party_b}\t{lg.amount}\n"
+        )
+    return "".join(lines).encode()
+
+
+async def insert_logs(conn: AsyncConnection, network: str, logs: Sequence[TokenLog],
+                      symbols: dict[str, str], timestamps: dict[int, int]) -> tuple[int, int]:
+    """Write logs idempotently (natural key, ON CONFLICT DO NOTHING); return (transfers, approvals) new."""
+    if not logs:
+        return 0, 0
+    raw = await conn.get_raw_connection()
+    pg = raw.driver_connection
+    async with pg.cursor() as cur:
+        await cur.execute(_STAGE_DDL)
+        async with cur.copy("COPY stage_token_logs FROM STDIN") as copy:
+            await copy.write(_copy_text(network, logs, symbols, timestamps))
+        await cur.execute(
+            "INSERT INTO token_transfers (network, tx_hash, log_index, block_number, block_hash,"
+            " block_timestamp, token, token_address, from_address, to_address, amount)"
+            " SELECT %s, tx_hash, log_index, block_number, block_hash, block_timestamp, token,"
+            " token_address, party_a, party_b, amount FROM stage_token_logs WHERE kind = 't'"
+            " ON CONFLICT DO NOTHING", (network,))
+        transfers = max(cur.rowcount, 0)
+        await cur.execute(
+            "INSERT INTO token_approvals (network, tx_hash, log_index, block_number, block_hash,"
+            " block_timestamp, token, token_address, owner_address, spender_address, amount)"
+            " SELECT %s, tx_hash, log_index, block_number, block_hash, block_timestamp, token,"
+            " token_address, party_a, party_b, amount FROM stage_token_logs WHERE kind = 'a'"
+            " ON CONFLICT DO NOTHING", (network,))
+        approvals = max(cur.rowcount, 0)
+        await cur.execute("TRUNCATE stage_token_logs")
+    return transfers, approvals
+
+
+# --- headers -------------------------------------------------------------------------------------------
+
+async def upsert_headers(conn: AsyncConnection, network: str, headers: Iterable[BlockHeader]) -> None:
+    rows = [{"network": network, "block_number": h.number, "block_hash": h.hash,
+             "parent_hash": h.parent_hash, "block_timestamp": h.time} for h in headers]
+    if not rows:
+        return
+    stmt = pg_insert(block_headers).values(rows)
+    await conn.execute(stmt.on_conflict_do_update(
+        index_elements=[block_headers.c.network, block_headers.c.block_number],
+        set_={"block_hash": stmt.excluded.block_hash, "parent_hash": stmt.excluded.parent_hash,
+              "block_timestamp": stmt.excluded.block_timestamp}))
+
+
+async def stored_headers_desc(conn: AsyncConnection, network: str, at_or_below: int) -> list[tuple[int, str]]:
+    rows = await conn.execute(
+        select(block_headers.c.block_number, block_headers.c.block_hash)
+        .where(block_headers.c.network == network, block_headers.c.block_number <= at_or_below)
+        .order_by(block_headers.c.block_number.desc()))
+    return [(r.block_number, r.block_hash) for r in rows]
+
+
+async def stored_header_hashes(conn: AsyncConnection, network: str, numbers: Iterable[int]) -> dict[int, str]:
+    wanted = list(set(numbers))
+    if not wanted:
+        return {}
+    rows = await conn.execute(
+        select(block_headers.c.block_number, block_headers.c.block_hash)
+        .where(block_headers.c.network == network, block_headers.c.block_number.in_(wanted)))
+    return {r.block_number: r.block_hash for r in rows}
+
+
+async def row_blocks_desc(conn: AsyncConnection, network: str, below: int,
+                          limit: int) -> list[tuple[int, str]]:
+    """Distinct (block, hash) of stored logs below `below`, newest first: anchors for a deep reorg."""
+    parts = [select(t.c.block_number, t.c.block_hash).where(t.c.network == network, t.c.block_number < below)
+             for t in (token_transfers, token_approvals)]
+    sub = union(*parts).subquery()
+    rows = await conn.execute(select(sub.c.block_number, sub.c.block_hash)
+                              .order_by(sub.c.block_number.desc()).limit(limit))
+    return [(r.block_number, r.block_hash) for r in rows]
+
+
+# --- batch commit and rollback -------------------------------------------------------------------------
+
+async def commit_range(conn: AsyncConnection, network: str, *, logs: Sequence[TokenLog],
+                       symbols: dict[str, str], timestamps: dict[int, int], headers: Iterable[BlockHeader],
+                       cursor: Cursor, keep_headers_from: int) -> tuple[int, int]:
+    """Store one indexed range: logs, window headers, the new cursor; prune headers below the window."""
+    counts = await insert_logs(conn, network, logs, symbols, timestamps)
+    await upsert_headers(conn, network, headers)
+    await conn.execute(delete(block_headers).where(
+        block_headers.c.network == network, block_headers.c.block_number < keep_headers_from))
+    await _set_cursor(conn, network, cursor)
+    return counts
+
+
+async def rollback_to(conn: AsyncConnection, network: str, *, fork: Cursor, old_head: Cursor,
+                      beyond_finality: bool) -> None:
+    """Forget everything above the fork block and move the cursor there; log the reorg."""
+    for table in (token_transfers, token_approvals, block_headers):
+        await conn.execute(delete(table).where(table.c.network == network,
+                                               table.c.block_number > fork.block_number))
+    # A live_from_block above the fork is no longer covered; the follower re-covers it from the fork.
+    await conn.execute(update(watched_addresses).where(
+        watched_addresses.c.network == network, watched_addresses.c.live_from_block > fork.block_number + 1,
+    ).values(live_from_block=fork.block_number + 1))
+    await _set_cursor(conn, network, fork)
+    await conn.execute(chain_reorgs.insert().values(
+        network=network, old_head_number=old_head.block_number, old_head_hash=old_head.block_hash,
+        fork_block_number=fork.block_number, depth=old_head.block_number - fork.block_number,
+        beyond_finality=int(beyond_finality)))
+
+
+# --- watch set and backfill ----------------------------------------------------------------------------
+
+def _watched(row) -> WatchedAddress:
+    return WatchedAddress(row.address, row.start_block, row.start_time, row.live_from_block,
+                          row.backfill_next_block)
+
+
+async def load_watch_set(conn: AsyncConnection, network: str) -> list[WatchedAddress]:
+    rows = await conn.execute(select(watched_addresses).where(watched_addresses.c.network == network)
+                              .order_by(watched_addresses.c.address))
+    return [_watched(r) for r in rows]
+
+
+async def add_watched_address(conn: AsyncConnection, network: str, address: str, reason: str, *,
+                              start_block: int | None = None, start_time: datetime | None = None) -> bool:
+    """Watch an address (idempotent); its history from start_block/start_time is backfilled."""
+    result = await conn.execute(pg_insert(watched_addresses).values(
+        network=network, address=address.lower(), reason=reason, start_block=start_block,
+        start_time=start_time).on_conflict_do_nothing())
+    return result.rowcount == 1
+
+
+async def mark_live_from(conn: AsyncConnection, network: str, addresses: Sequence[str], block: int) -> None:
+    """Record the first block the live follower covers for newly seen addresses."""
+    if addresses:
+        await conn.execute(update(watched_addresses).where(
+            watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)),
+            watched_addresses.c.live_from_block.is_(None)).values(live_from_block=block))
+
+
+async def pending_backfills(conn: AsyncConnection, network: str) -> list[WatchedAddress]:
+    rows = await conn.execute(select(watched_addresses).where(
+        watched_addresses.c.network == network, watched_addresses.c.live_from_block.is_not(None),
+        watched_addresses.c.backfill_done_at.is_(None)).order_by(watched_addresses.c.address))
+    return [_watched(r) for r in rows]
+
+
+async def set_start_block(conn: AsyncConnection, network: str, address: str, block: int) -> None:
+    await conn.execute(update(watched_addresses).where(
+        watched_addresses.c.network == network, watched_addresses.c.address == address,
+    ).values(start_block=block))
+
+
+async def advance_backfill(conn: AsyncConnection, network: str, addresses: Sequence[str],
+                           next_block: int) -> None:
+    """Move the backfill of `addresses` to `next_block`; finish those that reached their live start."""
+    await conn.execute(update(watched_addresses).where(
+        watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)),
+    ).values(backfill_next_block=func.greatest(func.coalesce(watched_addresses.c.backfill_next_block, 0),
+                                               next_block)))
+    await conn.execute(update(watched_addresses).where(
+        watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)),
+        watched_addresses.c.backfill_done_at.is_(None),
+        watched_addresses.c.backfill_next_block >= watched_addresses.c.live_from_block,
+    ).values(backfill_done_at=func.now()))
+

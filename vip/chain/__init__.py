@@ -1,0 +1,1 @@
+"""Chain access: contract artifacts, ABIs and deployment helpers."""

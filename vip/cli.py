@@ -1,0 +1,160 @@
+"""The `vip` command: dev, index, serve, migrate, watch, status."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from vip.config import REPO_ROOT, Settings, load_settings
+from vip.logging import configure_logging
+
+DEFAULT_DATA_DIR = REPO_ROOT / ".vip-dev"
+
+
+def database_url(settings: Settings) -> str:
+    """DATABASE_URL when set, else the embedded PostgreSQL in the default data directory."""
+    from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
+
+    if settings.database_url:
+        return to_sqlalchemy_url(settings.database_url)
+    return embedded_postgres_url(DEFAULT_DATA_DIR / "pg")
+
+
+def _run_until_signal(main) -> None:
+    async def runner() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await main(stop)
+
+    asyncio.run(runner())
+
+
+def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
+    from vip.store.engine import migrate
+
+    migrate(database_url(settings))
+    print("database schema is up to date")
+    return 0
+
+
+def cmd_index(settings: Settings, args: argparse.Namespace) -> int:
+    from indexer.daemon import run_daemon
+    from vip.store.engine import migrate
+
+    url = database_url(settings)
+    migrate(url)
+    _run_until_signal(lambda stop: run_daemon(settings, url, stop, networks=args.network or None))
+    return 0
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from api.app import create_app
+    from vip.store.engine import migrate
+
+    url = database_url(settings)
+    migrate(url)
+    web.run_app(create_app(settings, url), host=args.host or settings.api.host,
+                port=args.port or settings.api.port, access_log=None, print=None)
+    return 0
+
+
+def cmd_dev(_: Settings, args: argparse.Namespace) -> int:
+    from vip.devstack.dev import run_dev
+
+    return run_dev(Path(args.data_dir), Path(args.state_file) if args.state_file else None,
+                   args.anvil_port, args.api_port, args.metrics_port)
+
+
+def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
+    from indexer import store
+    from vip.store.engine import create_engine
+
+    start_time = datetime.fromisoformat(args.start_time) if args.start_time else None
+
+    async def main() -> None:
+        engine = create_engine(database_url(settings))
+        async with engine.begin() as conn:
+            added = await store.add_watched_address(conn, args.network, args.address, args.reason,
+                                                    start_block=args.start_block, start_time=start_time)
+        await engine.dispose()
+        print("watching" if added else "already watched", args.address, "on", args.network)
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_status(settings: Settings, _: argparse.Namespace) -> int:
+    from sqlalchemy import func, select
+
+    from vip.store.engine import create_engine
+    from vip.store.tables import chain_cursors, chain_reorgs, watched_addresses
+
+    async def main() -> None:
+        engine = create_engine(database_url(settings))
+        async with engine.connect() as conn:
+            cursors = (await conn.execute(select(chain_cursors))).all()
+            reorgs = dict((await conn.execute(select(chain_reorgs.c.network, func.count())
+                                              .group_by(chain_reorgs.c.network))).all())
+            watched = dict((await conn.execute(select(watched_addresses.c.network, func.count())
+                                               .group_by(watched_addresses.c.network))).all())
+        await engine.dispose()
+        for c in cursors:
+            print(f"{c.network:10} chain {c.chain_id:>8}  block {c.block_number:>10}  "
+                  f"watched {watched.get(c.network, 0):>6}  reorgs {reorgs.get(c.network, 0):>4}")
+
+    asyncio.run(main())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vip", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser("dev", help="run the whole stack locally (Postgres, Anvil, contracts, indexer, API)")
+    dev.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR))
+    dev.add_argument("--state-file", help="write base URL, key and network details here once ready")
+    dev.add_argument("--anvil-port", type=int, default=8545)
+    dev.add_argument("--api-port", type=int, default=8080)
+    dev.add_argument("--metrics-port", type=int, default=9464)
+    dev.set_defaults(func=cmd_dev)
+
+    index = sub.add_parser("index", help="run the indexer daemon")
+    index.add_argument("--network", action="append", help="only this network (repeatable)")
+    index.set_defaults(func=cmd_index)
+
+    serve = sub.add_parser("serve", help="run the HTTP API")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(func=cmd_serve)
+
+    sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
+    sub.add_parser("status", help="show indexer cursors, watch sets and reorgs").set_defaults(func=cmd_status)
+
+    watch = sub.add_parser("watch", help="add an address to a network's watch set (backfilled)")
+    watch.add_argument("network")
+    watch.add_argument("address")
+    watch.add_argument("--reason", default="wallet", choices=["wallet", "counterparty", "spender"])
+    start = watch.add_mutually_exclusive_group()
+    start.add_argument("--start-block", type=int)
+    start.add_argument("--start-time", help="ISO 8601; the first block at or after it is found by bisection")
+    watch.set_defaults(func=cmd_watch)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = load_settings()
+    configure_logging(settings.log_format)
+    return args.func(settings, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

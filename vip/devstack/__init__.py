@@ -1,0 +1,1 @@
+"""Local development stack: embedded PostgreSQL, Anvil, contract deployment, `vip dev`."""

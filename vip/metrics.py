@@ -1,0 +1,51 @@
+"""Every Prometheus metric of the service, in one namespace. Label values are bounded (networks, methods)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+NAMESPACE = "vip"
+
+# --- indexer -----------------------------------------------------------------------------------------
+HEAD_BLOCK = Gauge("indexer_head_block", "Latest block the network's RPC reports", ["network"],
+                   namespace=NAMESPACE)
+INDEXED_BLOCK = Gauge("indexer_indexed_block", "Last block fully indexed (the cursor)", ["network"],
+                      namespace=NAMESPACE)
+LAG_BLOCKS = Gauge("indexer_lag_blocks", "Head minus indexed block", ["network"], namespace=NAMESPACE)
+LAG_SECONDS = Gauge("indexer_lag_seconds", "Age of the last indexed block's timestamp against the head's",
+                    ["network"], namespace=NAMESPACE)
+LAST_PROGRESS = Gauge("indexer_last_progress_timestamp_seconds",
+                      "Wall-clock time of the follower's last successful poll", ["network"],
+                      namespace=NAMESPACE)
+LOGS_INGESTED = Counter("indexer_logs_ingested_total", "Token logs written", ["network", "kind"],
+                        namespace=NAMESPACE)
+BATCH_SECONDS = Histogram("indexer_batch_seconds", "Time to fetch and store one block range",
+                          ["network", "stage"], namespace=NAMESPACE,
+                          buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+BLOCK_RANGE_SIZE = Gauge("indexer_block_range_size", "Current eth_getLogs range size", ["network"],
+                         namespace=NAMESPACE)
+REORGS = Counter("indexer_reorgs_total", "Reorgs detected and repaired", ["network"], namespace=NAMESPACE)
+DEEP_REORGS = Counter("indexer_reorgs_beyond_finality_total",
+                      "Reorgs deeper than the network's finality depth (repaired, but alert)",
+                      ["network"], namespace=NAMESPACE)
+REORG_DEPTH = Histogram("indexer_reorg_depth_blocks", "Depth of repaired reorgs", ["network"],
+                        namespace=NAMESPACE, buckets=(1, 2, 3, 5, 10, 20, 50, 100, 250, 500, 1000))
+FOLLOWER_ERRORS = Counter("indexer_follower_errors_total", "Follower iterations that failed",
+                          ["network", "kind"], namespace=NAMESPACE)
+BACKFILL_PENDING = Gauge("indexer_backfill_pending_addresses", "Watched addresses whose backfill is running",
+                         ["network"], namespace=NAMESPACE)
+BACKFILL_REMAINING = Gauge("indexer_backfill_remaining_blocks", "Blocks left to backfill (largest gap)",
+                           ["network"], namespace=NAMESPACE)
+BACKFILL_BLOCKS = Counter("indexer_backfill_blocks_total", "Blocks scanned by backfills", ["network"],
+                          namespace=NAMESPACE)
+WATCHED_ADDRESSES = Gauge("indexer_watched_addresses", "Addresses in the watch set", ["network"],
+                          namespace=NAMESPACE)
+
+# --- RPC -----------------------------------------------------------------------------------------------
+RPC_REQUESTS = Counter("rpc_requests_total", "JSON-RPC HTTP requests", ["network", "method"],
+                       namespace=NAMESPACE)
+RPC_ERRORS = Counter("rpc_errors_total", "JSON-RPC failures by kind", ["network", "method", "kind"],
+                     namespace=NAMESPACE)
+RPC_LATENCY = Histogram("rpc_request_seconds", "JSON-RPC request latency", ["network", "method"],
+                        namespace=NAMESPACE,
+                        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
