@@ -77,12 +77,18 @@ class Follower:
         metrics.HEAD_BLOCK.labels(self.name).set(head.number)
         async with self.engine.connect() as conn:
             cursor = await store.load_cursor(conn, self.name)
-            watch = await store.load_watch_set(conn, self.name) if self.network.mode == "watched" else []
+            watch = await store.load_watch_set(conn, self.name)
         assert cursor is not None, "prepare() creates the cursor"
         metrics.WATCHED_ADDRESSES.labels(self.name).set(len(watch))
+        new_addresses = [w.address for w in watch if w.live_from_block is None]
 
         if head.number <= cursor.block_number:
             await self._check_tip(cursor, head)
+            if new_addresses:
+                # Idle at the head: the next range starts after the cursor and will include them.
+                async with self.engine.begin() as conn:
+                    await store.mark_live_from(conn, self.name, new_addresses,
+                                               self._live_from(cursor.block_number + 1))
             self._update_lag(head, cursor.block_number, head.timestamp)
             return True
         self._behind_since = None
@@ -103,7 +109,6 @@ class Follower:
             await self._repair_reorg(cursor, head)
             return False
         fetched_at = time.perf_counter()
-        new_addresses = [w.address for w in watch if w.live_from_block is None]
         await self._commit(fetched, head, finalized, new_addresses)
         metrics.BATCH_SECONDS.labels(self.name, "fetch").observe(fetched_at - started)
         metrics.BATCH_SECONDS.labels(self.name, "store").observe(time.perf_counter() - fetched_at)
@@ -127,13 +132,17 @@ class Follower:
                 conn, self.name, logs=fetched.logs, symbols=self.symbols, timestamps=timestamps,
                 headers=headers, cursor=Cursor(fetched.end, end_header.hash), keep_headers_from=keep_from)
             if new_addresses:
-                first = self.network.start_block if self.network.mode == "all" else fetched.start
-                await store.mark_live_from(conn, self.name, new_addresses, first)
+                await store.mark_live_from(conn, self.name, new_addresses, self._live_from(fetched.start))
         metrics.LOGS_INGESTED.labels(self.name, "transfer").inc(transfers)
         metrics.LOGS_INGESTED.labels(self.name, "approval").inc(approvals)
         metrics.INDEXED_BLOCK.labels(self.name).set(fetched.end)
         self.log.debug("indexed range", block_from=fetched.start, block_to=fetched.end,
                        logs=len(fetched.logs), finalized=finalized)
+
+    def _live_from(self, first_block: int) -> int:
+        """First block the live follower covers for an address it starts watching at `first_block`:
+        in `all` mode it covers every log from the network's start block anyway."""
+        return self.network.start_block if self.network.mode == "all" else first_block
 
     # --- tip check and reorg repair ---------------------------------------------------------------------
 

@@ -29,10 +29,10 @@ def broken_link(headers: Sequence[BlockHeader]) -> int | None:
 
 def headers_needed(start: int, end: int, finalized: int, log_blocks: set[int]) -> list[int]:
     """Block numbers whose headers a range [start, end] needs: its ends (to link the cursor and to set
-    the new one), every block above the finalized one (kept for reorg detection), and the blocks of
-    logs that came without a timestamp."""
+    the new one), the finalized block and every block above it (kept: a fork search walks them), and
+    the blocks of logs that came without a timestamp."""
     needed = {start, end} | set(log_blocks)
-    needed.update(range(max(start, finalized + 1), end + 1))
+    needed.update(range(max(start, finalized), end + 1))
     return sorted(needed)
 
 

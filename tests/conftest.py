@@ -1,13 +1,18 @@
-"""Shared fixtures: a real Anvil node and a real PostgreSQL (embedded unless DATABASE_URL is set)."""
+"""Shared fixtures: real Anvil nodes and real PostgreSQL databases (embedded unless DATABASE_URL is set)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
 from web3 import Web3
 
+from tests.support.chain import ChainDriver
+from tests.support.db import TestDatabases
 from vip.devstack.anvil import AnvilNode, start_anvil
+from vip.store.engine import create_engine
 
 
 @pytest.fixture(scope="session")
@@ -21,3 +26,33 @@ def anvil() -> Iterator[AnvilNode]:
 @pytest.fixture(scope="session")
 def w3(anvil: AnvilNode) -> Web3:
     return Web3(Web3.HTTPProvider(anvil.rpc_url, request_kwargs={"timeout": 30}))
+
+
+@pytest.fixture(scope="session")
+def databases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestDatabases]:
+    dbs = TestDatabases(Path(tmp_path_factory.mktemp("postgres")))
+    yield dbs
+    dbs.drop_all()
+
+
+@pytest.fixture
+def database_url(databases: TestDatabases) -> str:
+    """A fresh, migrated database for this test."""
+    return databases.create()
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    eng = create_engine(database_url, pool_size=2)
+    yield eng
+    await eng.dispose()
+
+
+@pytest.fixture
+def chain() -> Iterator[ChainDriver]:
+    """A fresh Anvil node of its own (reorgs and kills stay inside the test) with the tokens deployed."""
+    node = start_anvil(chain_id=31337)
+    try:
+        yield ChainDriver(node)
+    finally:
+        node.stop()

@@ -8,10 +8,10 @@ from pathlib import Path
 
 def embedded_postgres_url(data_dir: Path) -> str:
     """Start (or reuse) a private PostgreSQL cluster in `data_dir`; return a SQLAlchemy URL for it."""
-    import pgserver  # imported lazily: only the embedded path needs its binaries
-
     # NOTE: pgserver derives a runtime dir from XDG_RUNTIME_DIR and warns when it is unset.
     os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir.parent))
+    import pgserver  # imported lazily: only the embedded path needs its binaries
+
     data_dir.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(str(data_dir), cleanup_mode="stop")
     uri = server.get_uri()  # postgresql://postgres:@/postgres?host=<socket dir>
