@@ -1,0 +1,104 @@
+"""`vip dev` end to end: starts everything, writes the state file, answers, stops cleanly, and a second
+run reuses the data directory (same contracts, same indexed chain)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from vip.devstack.anvil import free_port, rpc_call
+
+
+def start_dev(data_dir: Path, state_file: Path, env: dict[str, str]) -> tuple[subprocess.Popen, dict]:
+    ports = {"--anvil-port": free_port(), "--api-port": free_port(), "--metrics-port": free_port()}
+    args = [sys.executable, "-m", "vip.cli", "dev", "--data-dir", str(data_dir),
+            "--state-file", str(state_file)]
+    for flag, port in ports.items():
+        args += [flag, str(port)]
+    state_file.unlink(missing_ok=True)
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not state_file.exists():
+        assert proc.poll() is None, f"vip dev exited early:\n{proc.stdout.read()}"
+        assert time.monotonic() < deadline, "vip dev wrote no state file within 120 s"
+        time.sleep(0.2)
+    return proc, json.loads(state_file.read_text())
+
+
+def stop_dev(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    return out
+
+
+def get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.status == 200
+        return json.loads(resp.read())
+
+
+def wait_for_metric(url: str, needle: str, timeout_s: float = 30) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            text = resp.read().decode()
+        if needle in text:
+            return text
+        assert time.monotonic() < deadline, f"{needle!r} never appeared in {url}"
+        time.sleep(0.2)
+
+
+def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
+    data_dir = tmp_path / "dev"
+    state_file = tmp_path / "state.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "VIP_CONFIG")}
+
+    proc, state = start_dev(data_dir, state_file, env)
+    try:
+        local = state["networks"]["local"]
+        assert set(state) >= {"base_url", "api_key", "networks"}
+        assert set(local) == {"rpc_url", "chain_id", "tokens", "disbursement_contract", "minter_private_key"}
+        assert set(local["tokens"]) == {"USDC", "USDT"}
+        assert get_json(state["base_url"] + "/v1/health")["status"] == "ok"
+        # Chain time starts about 13 months back, and the API's clock follows the chain.
+        latest = rpc_call(local["rpc_url"], "eth_getBlockByNumber", ["latest", False])
+        assert time.time() - int(latest["timestamp"], 16) > 360 * 86400
+        # The indexer follows the local chain to its head.
+        rpc_call(local["rpc_url"], "anvil_mine", ["0xa"])
+        head = int(rpc_call(local["rpc_url"], "eth_blockNumber"), 16)
+        wait_for_metric(state["metrics_url"], f'vip_indexer_indexed_block{{network="local"}} {head}.0')
+    finally:
+        out = stop_dev(proc)
+    assert "embedded PostgreSQL" in out
+    assert (data_dir / "pg").is_dir()
+    # Everything it started is gone: Anvil's port no longer answers.
+    try:
+        rpc_call(local["rpc_url"], "eth_chainId", timeout=2)
+        raise AssertionError("Anvil still answers after vip dev stopped")
+    except OSError:
+        pass
+
+    # Second run: same data directory; the restored chain keeps the contracts and the indexed head.
+    proc, again = start_dev(data_dir, state_file, env)
+    try:
+        assert again["networks"]["local"]["tokens"] == local["tokens"]
+        assert again["networks"]["local"]["disbursement_contract"] == local["disbursement_contract"]
+        # The ten blocks mined in the first run are still there (a fresh chain would be at block 4).
+        head2 = int(rpc_call(again["networks"]["local"]["rpc_url"], "eth_blockNumber"), 16)
+        assert head2 >= head > 10
+    finally:
+        stop_dev(proc)
+
+    # With DATABASE_URL set, no embedded server is started: the given database is used.
+    url = databases.create()
+    proc, _ = start_dev(tmp_path / "dev-external", state_file, {**env, "DATABASE_URL": url})
+    out = stop_dev(proc)
+    assert "database   DATABASE_URL" in out
+    assert not (tmp_path / "dev-external" / "pg").exists()
