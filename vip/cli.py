@@ -43,6 +43,17 @@ def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_revision(settings: Settings, args: argparse.Namespace) -> int:
+    from alembic import command
+
+    from vip.store.engine import alembic_config, migrate
+
+    url = database_url(settings)
+    migrate(url)  # autogenerate compares the models with an up-to-date schema
+    command.revision(alembic_config(url), message=args.message, autogenerate=True)
+    return 0
+
+
 def cmd_index(settings: Settings, args: argparse.Namespace) -> int:
     from indexer.daemon import run_daemon
     from vip.store.engine import migrate
@@ -136,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
+    revision = sub.add_parser("revision", help="write a migration from changes in vip/store/tables.py")
+    revision.add_argument("-m", "--message", required=True)
+    revision.set_defaults(func=cmd_revision)
     sub.add_parser("status", help="show indexer cursors, watch sets and reorgs").set_defaults(func=cmd_status)
 
     watch = sub.add_parser("watch", help="add an address to a network's watch set (backfilled)")
