@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import cProfile
 import json
 import logging
@@ -221,6 +222,8 @@ def main() -> None:
     configure_logging("console", logging.INFO)  # as `vip index` does: the per-range debug lines are off
 
     tmp = Path(tempfile.mkdtemp(prefix="vip-bench-"))
+    # Registered before pgserver's own exit hook (which rewrites its runtime files there), so it runs after.
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     database = f"vip_bench_{os.getpid()}"
     server_url = to_sqlalchemy_url(args.database_url) if args.database_url else None
     source = "DATABASE_URL / --database-url" if server_url else "embedded pgserver (temp dir)"

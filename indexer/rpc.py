@@ -72,6 +72,7 @@ class RpcCallError(RpcError):
 
 
 _ids = itertools.count(1)
+_RATE_LIMIT_MARKERS = ("rate limit", "too many requests", "compute units", "capacity", "throttl")
 
 
 def _classify(method: str, params: list, error: dict) -> RpcError:
@@ -80,13 +81,15 @@ def _classify(method: str, params: list, error: dict) -> RpcError:
     lowered = message.lower()
     if "beyond current head" in lowered or "after last accepted block" in lowered:
         return NodeBehindError(method, message)
+    # Rate limits first: their wording ("too many requests", "exceeded ... capacity") overlaps with
+    # range errors, and a throttle must slow us down rather than shrink the range.
+    if code == 429 or any(m in lowered for m in _RATE_LIMIT_MARKERS):
+        return RateLimitedError(method, message)
     if method == "eth_getLogs" and (code == -32005 or is_range_too_large(message)):
         start = params[0].get("fromBlock", "0x0") if params else "0x0"
         return RangeTooLargeError(method, message, suggested_range_size(message, int(start, 16)))
     if code in (-32600, -32601, -32602):
         return RpcCallError(method, message)
-    if code == 429 or "rate limit" in lowered:
-        return RateLimitedError(method, message)
     return TransientRpcError(method, message)
 
 

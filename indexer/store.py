@@ -210,10 +210,10 @@ async def load_watch_set(conn: AsyncConnection, network: str) -> list[WatchedAdd
 async def add_watched_address(conn: AsyncConnection, network: str, address: str, reason: str, *,
                               start_block: int | None = None, start_time: datetime | None = None) -> bool:
     """Watch an address (idempotent); its history from start_block/start_time is backfilled."""
-    result = await conn.execute(pg_insert(watched_addresses).values(
+    inserted = await conn.scalar(pg_insert(watched_addresses).values(
         network=network, address=address.lower(), reason=reason, start_block=start_block,
-        start_time=start_time).on_conflict_do_nothing())
-    return result.rowcount == 1
+        start_time=start_time).on_conflict_do_nothing().returning(watched_addresses.c.address))
+    return inserted is not None
 
 
 async def mark_live_from(conn: AsyncConnection, network: str, addresses: Sequence[str], block: int) -> None:

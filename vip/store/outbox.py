@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -51,7 +51,8 @@ def envelope(row: Any) -> dict[str, Any]:
     return {
         "id": row.id,
         "type": row.type,
-        "created_at": row.created_at.isoformat().replace("+00:00", "Z"),
+        # NOTE: psycopg returns timestamptz in the session's time zone; the envelope is always UTC.
+        "created_at": row.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "api_version": row.api_version,
         "data": row.data,
     }

@@ -1,0 +1,170 @@
+"""Settings: the shipped config/, overlay files, the environment, and strict validation."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from eth_utils import to_checksum_address
+from pydantic import ValidationError
+
+from vip.config import DEFAULT_CONFIG_DIR, load_settings
+
+MAINNETS = {"ethereum", "polygon", "arbitrum", "base"}
+LOCAL_TOKEN = "0x5fbdb2315678afecb367f032d93f642f64180aa3"  # lower-case on purpose
+
+LOCAL_OVERLAY = f"""
+database_url = "postgresql://from-file/db"
+
+[networks.local]
+chain_id = 31337
+rpc_url = "http://127.0.0.1:8545"
+local = true
+finality_depth = 5
+mode = "all"
+
+[networks.local.tokens.USDC]
+address = "{LOCAL_TOKEN}"
+
+[networks.ethereum]
+finality_depth = 12
+
+[api]
+port = 9999
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_shipped_config_networks_disabled_without_rpc_env():
+    settings = load_settings(DEFAULT_CONFIG_DIR, environ={})
+    assert set(settings.networks) == MAINNETS
+    assert settings.enabled_networks() == []
+    for name, network in settings.networks.items():
+        assert network.name == name
+        assert not network.enabled
+        assert network.rpc_url is None
+    assert settings.database_url is None
+
+
+def test_rpc_env_enables_one_network():
+    url = "https://base-mainnet.example/v2/key"
+    settings = load_settings(DEFAULT_CONFIG_DIR, environ={"VIP_RPC_BASE": url})
+    assert [n.name for n in settings.enabled_networks()] == ["base"]
+    assert settings.network("base").rpc_url == url
+    assert settings.network("base").chain_id == 8453
+    assert not settings.network("ethereum").enabled
+
+
+def test_every_shipped_network_has_its_rpc_env():
+    environ = {f"VIP_RPC_{name.upper()}": f"https://{name}.example" for name in MAINNETS}
+    settings = load_settings(DEFAULT_CONFIG_DIR, environ=environ)
+    assert {n.name for n in settings.enabled_networks()} == MAINNETS
+    for name in MAINNETS:
+        assert settings.network(name).rpc_url == f"https://{name}.example"
+
+
+def test_empty_rpc_env_leaves_network_disabled():
+    settings = load_settings(DEFAULT_CONFIG_DIR, environ={"VIP_RPC_ETHEREUM": ""})
+    assert not settings.network("ethereum").enabled
+
+
+def test_shipped_finality_depths():
+    settings = load_settings(DEFAULT_CONFIG_DIR, environ={})
+    depths = {name: n.finality_depth for name, n in settings.networks.items()}
+    assert depths == {"ethereum": 65, "polygon": 200, "arbitrum": 240, "base": 30}
+
+
+def test_shipped_token_addresses_are_checksummed():
+    settings = load_settings(DEFAULT_CONFIG_DIR, environ={})
+    assert settings.network("ethereum").tokens["USDC"].address == "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"
+    for network in settings.networks.values():
+        assert network.tokens
+        for token in network.tokens.values():
+            assert token.address == to_checksum_address(token.address)
+            assert token.decimals == 6
+
+
+def test_overlay_via_extra_files(tmp_path):
+    overlay = write(tmp_path, "local.toml", LOCAL_OVERLAY)
+    settings = load_settings(DEFAULT_CONFIG_DIR, extra_files=[overlay], environ={})
+    local = settings.network("local")
+    assert local.name == "local"
+    assert local.local and local.enabled
+    assert local.rpc_url == "http://127.0.0.1:8545"
+    assert local.mode == "all"
+    # Lower-case in the file, checksummed in the settings.
+    assert local.tokens["USDC"].address == to_checksum_address(LOCAL_TOKEN)
+    assert local.tokens["USDC"].address != LOCAL_TOKEN
+    assert [n.name for n in settings.enabled_networks()] == ["local"]
+    # Overridden keys change, the keys next to them stay.
+    assert settings.network("ethereum").finality_depth == 12
+    assert settings.network("ethereum").chain_id == 1
+    assert settings.network("ethereum").tokens["USDT"].address == "0xdAC17F958D2ee523a2206206994597C13D831ec7"
+    assert settings.api.port == 9999
+    assert settings.api.host == "127.0.0.1"
+    assert settings.database_url == "postgresql://from-file/db"
+
+
+def test_overlay_via_vip_config_env(tmp_path):
+    first = write(tmp_path, "local.toml", LOCAL_OVERLAY)
+    second = write(tmp_path, "later.toml", "[api]\nport = 7000\n")
+    environ = {"VIP_CONFIG": os.pathsep.join([str(first), str(second)])}
+    settings = load_settings(DEFAULT_CONFIG_DIR, environ=environ)
+    assert settings.network("local").local
+    assert settings.network("ethereum").finality_depth == 12
+    assert settings.api.port == 7000, "later overlay files win"
+
+
+def test_database_url_env_overrides_files(tmp_path):
+    overlay = write(tmp_path, "local.toml", LOCAL_OVERLAY)
+    url = "postgresql://user:pw@db.internal:5432/vip"
+    settings = load_settings(DEFAULT_CONFIG_DIR, extra_files=[overlay], environ={"DATABASE_URL": url})
+    assert settings.database_url == url
+
+
+def test_database_url_env_without_overlay():
+    settings = load_settings(DEFAULT_CONFIG_DIR, environ={"DATABASE_URL": "postgresql://h/db"})
+    assert settings.database_url == "postgresql://h/db"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "unknown_setting = 1\n",
+        "[api]\nprot = 8080\n",
+        "[networks.ethereum]\nfinality_dept = 10\n",
+        '[networks.ethereum.tokens.USDC]\nsymbol = "USDC"\n',
+    ],
+    ids=["top-level", "section", "network", "token"],
+)
+def test_unknown_keys_refused(tmp_path, text):
+    overlay = write(tmp_path, "bad.toml", text)
+    with pytest.raises(ValidationError):
+        load_settings(DEFAULT_CONFIG_DIR, extra_files=[overlay], environ={})
+
+
+def test_invalid_values_refused(tmp_path):
+    overlay = write(tmp_path, "bad.toml", "[networks.ethereum]\nfinality_depth = -1\n")
+    with pytest.raises(ValidationError):
+        load_settings(DEFAULT_CONFIG_DIR, extra_files=[overlay], environ={})
+    overlay = write(tmp_path, "bad2.toml", '[networks.ethereum]\nmode = "everything"\n')
+    with pytest.raises(ValidationError):
+        load_settings(DEFAULT_CONFIG_DIR, extra_files=[overlay], environ={})
+
+
+def test_settings_are_frozen():
+    settings = load_settings(DEFAULT_CONFIG_DIR, environ={})
+    with pytest.raises(ValidationError):
+        settings.network("base").finality_depth = 1  # type: ignore[misc]
+
+
+def test_environ_is_not_read_from_process(monkeypatch):
+    monkeypatch.setenv("VIP_RPC_ETHEREUM", "https://from-process.example")
+    settings = load_settings(DEFAULT_CONFIG_DIR, environ={})
+    assert not settings.network("ethereum").enabled
