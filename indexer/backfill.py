@@ -108,9 +108,15 @@ class Backfiller:
     async def _commit(self, logs: list[TokenLog], timestamps: dict[int, int], group: list[str],
                       next_block: int) -> bool:
         async with self.engine.begin() as conn:
-            # Serialise with the follower's rollbacks; logs of blocks inside the header window must
-            # carry the hash the follower indexed, or a reorg happened under us: retry the range.
+            # Serialise with the follower's commits and rollbacks (both lock the cursor row).
             await store.load_cursor(conn, self.name, lock=True)
+            # A rollback since the fetch may have lowered an address's live start (the follower
+            # re-covers the blocks from there): keep only what is still the backfill's to write.
+            live_from = await store.live_from_blocks(conn, self.name, group)
+            ends = {a: b - 1 for a, b in live_from.items() if b is not None}
+            logs = [lg for lg in logs if self._wanted(lg, group, ends)]
+            # Logs of blocks inside the header window must carry the hash the follower indexed, or
+            # the range was fetched across a reorg: retry it.
             known = await store.stored_header_hashes(conn, self.name, {lg.block_number for lg in logs})
             if any(known.get(lg.block_number, lg.block_hash) != lg.block_hash for lg in logs):
                 self.log.warning("backfill range crosses a reorg; retrying", next_block=next_block)

@@ -231,6 +231,13 @@ async def pending_backfills(conn: AsyncConnection, network: str) -> list[Watched
     return [_watched(r) for r in rows]
 
 
+async def live_from_blocks(conn: AsyncConnection, network: str, addresses: Sequence[str]
+                           ) -> dict[str, int | None]:
+    rows = await conn.execute(select(watched_addresses.c.address, watched_addresses.c.live_from_block).where(
+        watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses))))
+    return {r.address: r.live_from_block for r in rows}
+
+
 async def set_start_block(conn: AsyncConnection, network: str, address: str, block: int) -> None:
     await conn.execute(update(watched_addresses).where(
         watched_addresses.c.network == network, watched_addresses.c.address == address,
