@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from vip.chain.contracts import APPROVAL_TOPIC, TRANSFER_TOPIC
 
@@ -20,9 +21,9 @@ class BlockHeader:
         return datetime.fromtimestamp(self.timestamp, UTC)
 
 
-@dataclass(frozen=True, slots=True)
-class TokenLog:
-    """A decoded ERC-20 Transfer or Approval log."""
+class TokenLog(NamedTuple):
+    """A decoded ERC-20 Transfer or Approval log. A NamedTuple: immutable, and cheap to build on the
+    hot path (hundreds of thousands per backfill)."""
 
     kind: str  # "transfer" | "approval"
     tx_hash: str
@@ -43,10 +44,6 @@ def parse_header(block: dict) -> BlockHeader:
         parent_hash=block["parentHash"].lower(),
         timestamp=int(block["timestamp"], 16),
     )
-
-
-def _topic_address(topic: str) -> str:
-    return "0x" + topic[-40:].lower()
 
 
 def parse_token_log(log: dict) -> TokenLog | None:
@@ -70,16 +67,16 @@ def parse_token_log(log: dict) -> TokenLog | None:
         return None
     timestamp = log.get("blockTimestamp")
     return TokenLog(
-        kind=kind,
-        tx_hash=log["transactionHash"].lower(),
-        log_index=int(log["logIndex"], 16),
-        block_number=int(log["blockNumber"], 16),
-        block_hash=log["blockHash"].lower(),
-        token_address=log["address"].lower(),
-        party_a=_topic_address(topics[1]),
-        party_b=_topic_address(topics[2]),
-        amount=int(data, 16),
-        block_timestamp=int(timestamp, 16) if timestamp else None,
+        kind,
+        log["transactionHash"].lower(),
+        int(log["logIndex"], 16),
+        int(log["blockNumber"], 16),
+        log["blockHash"].lower(),
+        log["address"].lower(),
+        "0x" + topics[1][-40:].lower(),
+        "0x" + topics[2][-40:].lower(),
+        int(data, 16),
+        int(timestamp, 16) if timestamp else None,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,6 +43,23 @@ class FetchedRange:
     headers: dict[int, BlockHeader]
 
 
+_DECODE_INLINE_MAX = 500
+
+
+def decode_logs(batches: list[list[dict]], start: int, end: int) -> list[TokenLog]:
+    """Token logs of several eth_getLogs answers, deduplicated and in chain order."""
+    seen: dict[tuple[str, int], TokenLog] = {}
+    for raw in batches:
+        for parsed in map(parse_token_log, raw):
+            if parsed is None:
+                continue
+            if not start <= parsed.block_number <= end:
+                raise InconsistentResponse("eth_getLogs", f"log of block {parsed.block_number} "
+                                           f"outside [{start}, {end}]")
+            seen[(parsed.tx_hash, parsed.log_index)] = parsed
+    return sorted(seen.values(), key=lambda lg: (lg.block_number, lg.log_index))
+
+
 class LogFetcher:
     """eth_getLogs for one network, in `watched` mode (topic filters on addresses) or `all` mode."""
 
@@ -71,17 +89,13 @@ class LogFetcher:
         """All token logs in [start, end] for the address set (None: every log of the tokens)."""
         if addresses is not None and not addresses:
             return []
-        seen: dict[tuple[str, int], TokenLog] = {}
-        for flt in self.filters(addresses):
-            raw = await self.rpc.get_logs({**flt, "fromBlock": hex(start), "toBlock": hex(end)})
-            for item in raw:
-                parsed = parse_token_log(item)
-                if parsed is not None and not (start <= parsed.block_number <= end):
-                    raise InconsistentResponse("eth_getLogs", f"log of block {parsed.block_number} "
-                                               f"outside [{start}, {end}]")
-                if parsed is not None:
-                    seen[(parsed.tx_hash, parsed.log_index)] = parsed
-        return sorted(seen.values(), key=lambda lg: (lg.block_number, lg.log_index))
+        batches = [await self.rpc.get_logs({**flt, "fromBlock": hex(start), "toBlock": hex(end)})
+                   for flt in self.filters(addresses)]
+        if sum(map(len, batches)) < _DECODE_INLINE_MAX:
+            return decode_logs(batches, start, end)
+        # NOTE: a large range decodes on a worker thread: its bytecode yields the GIL every few ms, so
+        # the event loop keeps feeding the database the previous range meanwhile.
+        return await asyncio.to_thread(decode_logs, batches, start, end)
 
     async def logs_adaptive(self, cursor: int, limit: int, addresses: Sequence[str] | None,
                             ) -> tuple[int, int, list[TokenLog], BlockHeader]:

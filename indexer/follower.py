@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from dataclasses import dataclass
 
+import psycopg
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -42,6 +45,7 @@ class Follower:
         self.config = config
         self.symbols = network.token_by_address()
         self._behind_since: float | None = None
+        self._prefetch: _Prefetch | None = None
         self._progress: Progress | None = None
         self.log = log.bind(network=self.name)
 
@@ -102,13 +106,23 @@ class Follower:
         finalized = finalized_block(head.number, self.network.finality_depth)
         started = time.perf_counter()
         try:
-            fetched = await self.fetcher.fetch_range(cursor.block_number, cursor.block_hash, head.number,
-                                                     finalized, addresses)
+            fetched = await self._take_prefetched(cursor, addresses)
+            if fetched is None:
+                fetched = await self.fetcher.fetch_range(cursor.block_number, cursor.block_hash,
+                                                         head.number, finalized, addresses)
         except ReorgDetected as exc:
             self.log.warning("reorg suspected", block=exc.block_number, cursor=cursor.block_number)
             await self._repair_reorg(cursor, head)
             return False
         fetched_at = time.perf_counter()
+        if fetched.end < head.number:
+            # Catching up: download the next range while this one is written.
+            next_cursor = Cursor(fetched.end, fetched.headers[fetched.end].hash)
+            self._prefetch = _Prefetch(next_cursor, addresses, asyncio.create_task(
+                self.fetcher.fetch_range(next_cursor.block_number, next_cursor.block_hash, head.number,
+                                         finalized, addresses)))
+        if addresses is not None:
+            new_addresses = [a for a in new_addresses if a in set(addresses)]
         await self._commit(fetched, head, finalized, new_addresses)
         metrics.BATCH_SECONDS.labels(self.name, "fetch").observe(fetched_at - started)
         metrics.BATCH_SECONDS.labels(self.name, "store").observe(time.perf_counter() - fetched_at)
@@ -116,23 +130,41 @@ class Follower:
         self._report_progress(cursor.block_number, fetched.end, head.number)
         return fetched.end >= head.number
 
+    async def _take_prefetched(self, cursor: Cursor, addresses: list[str] | None) -> FetchedRange | None:
+        """The prefetched next range, if it continues from this cursor with the same watch set."""
+        prefetch, self._prefetch = self._prefetch, None
+        if prefetch is None:
+            return None
+        if prefetch.cursor == cursor and prefetch.addresses == addresses:
+            return await prefetch.task
+        await _cancel(prefetch.task)
+        return None
+
     async def _commit(self, fetched: FetchedRange, head: BlockHeader, finalized: int,
                       new_addresses: list[str]) -> None:
         timestamps = {n: h.timestamp for n, h in fetched.headers.items()}
         keep_from = header_window_start(fetched.end, head.number, self.network.finality_depth)
         headers = [h for n, h in fetched.headers.items() if n >= keep_from]
         end_header = fetched.headers[fetched.end]
-        async with self.engine.begin() as conn:
-            # The cursor row lock serialises this commit with backfills and with reorg repair.
-            locked = await store.load_cursor(conn, self.name, lock=True)
-            if locked is None or locked.block_number != fetched.start - 1:
-                self.log.warning("cursor moved during fetch; discarding range", start=fetched.start)
-                return
-            transfers, approvals = await store.commit_range(
-                conn, self.name, logs=fetched.logs, symbols=self.symbols, timestamps=timestamps,
-                headers=headers, cursor=Cursor(fetched.end, end_header.hash), keep_headers_from=keep_from)
-            if new_addresses:
-                await store.mark_live_from(conn, self.name, new_addresses, self._live_from(fetched.start))
+        for direct in (True, False):
+            try:
+                async with self.engine.begin() as conn:
+                    # The cursor row lock serialises this commit with backfills and reorg repair.
+                    locked = await store.load_cursor(conn, self.name, lock=True)
+                    if locked is None or locked.block_number != fetched.start - 1:
+                        self.log.warning("cursor moved during fetch; discarding range", start=fetched.start)
+                        return
+                    transfers, approvals = await store.commit_range(
+                        conn, self.name, logs=fetched.logs, symbols=self.symbols, timestamps=timestamps,
+                        headers=headers, cursor=Cursor(fetched.end, end_header.hash),
+                        keep_headers_from=keep_from, direct=direct)
+                    if new_addresses:
+                        await store.mark_live_from(conn, self.name, new_addresses,
+                                                   self._live_from(fetched.start))
+                break
+            except psycopg.errors.UniqueViolation:
+                # Rows above the cursor should never exist; if some do, merge rather than fail.
+                self.log.warning("range already partly stored; merging", block_from=fetched.start)
         metrics.LOGS_INGESTED.labels(self.name, "transfer").inc(transfers)
         metrics.LOGS_INGESTED.labels(self.name, "approval").inc(approvals)
         metrics.INDEXED_BLOCK.labels(self.name).set(fetched.end)
@@ -256,6 +288,13 @@ class Follower:
                 metrics.FOLLOWER_ERRORS.labels(self.name, type(exc).__name__).inc()
                 self.log.warning("network unreachable at start", error=str(exc)[:300])
                 await sleep_or_stop(stop, min(30.0, delay))
+        try:
+            await self._follow(stop)
+        finally:
+            if self._prefetch is not None:
+                await _cancel(self._prefetch.task)
+
+    async def _follow(self, stop: asyncio.Event) -> None:
         failures = 0
         while not stop.is_set():
             try:
@@ -270,6 +309,21 @@ class Follower:
                 continue
             if caught_up:
                 await sleep_or_stop(stop, self.network.poll_interval_s)
+
+
+@dataclass(frozen=True)
+class _Prefetch:
+    """A download of the range after `cursor`, running while the previous range is written."""
+
+    cursor: Cursor
+    addresses: list[str] | None
+    task: asyncio.Task[FetchedRange]
+
+
+async def _cancel(task: asyncio.Task) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
 
 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

@@ -68,56 +68,65 @@ async def _set_cursor(conn: AsyncConnection, network: str, cursor: Cursor) -> No
 
 # --- logs ----------------------------------------------------------------------------------------------
 
-_STAGE_DDL = """
-CREATE TEMP TABLE IF NOT EXISTS stage_token_logs (
-    kind char(1), tx_hash text, log_index int, block_number bigint, block_hash text,
-    block_timestamp timestamptz, token text, token_address text, party_a text, party_b text,
-    amount numeric(78, 0)
-) ON COMMIT DELETE ROWS
-"""
+_COLUMNS = {
+    "transfer": ("token_transfers", "from_address, to_address"),
+    "approval": ("token_approvals", "owner_address, spender_address"),
+}
+_ROW_COLUMNS = ("network, tx_hash, log_index, block_number, block_hash, block_timestamp, token,"
+                " token_address, {parties}, amount")
 
 
-def _copy_text(network: str, logs: Sequence[TokenLog], symbols: dict[str, str],
-               timestamps: dict[int, int]) -> bytes:
-    """COPY text for the staging table. Every value is hex, digits or a symbol: nothing to escape."""
-    lines = []
+def copy_text(network: str, logs: Sequence[TokenLog], symbols: dict[str, str],
+              timestamps: dict[int, int]) -> dict[str, bytes]:
+    """COPY text per table ('transfer', 'approval') in table column order. Every value is hex, digits,
+    a symbol or a timestamp: nothing needs escaping."""
+    lines: dict[str, list[str]] = {"transfer": [], "approval": []}
+    stamp_text: dict[int, str] = {}  # one per block, not per log
     for lg in logs:
         ts = lg.block_timestamp if lg.block_timestamp is not None else timestamps[lg.block_number]
-        lines.append(
-            f"{'t' if lg.kind == 'transfer' else 'a'}\t{lg.tx_hash}\t{lg.log_index}\t{lg.block_number}\t"
-            f"{lg.block_hash}\t{datetime.fromtimestamp(ts, UTC).isoformat()}\t"
-            f"{symbols[lg.token_address]}\t{lg.token_address}\t{lg.party_a}\t{lg.party_b}\t{lg.amount}\n"
-        )
-    return "".join(lines).encode()
+        stamp = stamp_text.get(ts)
+        if stamp is None:
+            stamp = stamp_text[ts] = datetime.fromtimestamp(ts, UTC).isoformat()
+        lines[lg.kind].append(
+            f"{network}\t{lg.tx_hash}\t{lg.log_index}\t{lg.block_number}\t{lg.block_hash}\t{stamp}\t"
+            f"{symbols[lg.token_address]}\t{lg.token_address}\t{lg.party_a}\t{lg.party_b}\t{lg.amount}\n")
+    return {kind: "".join(rows).encode() for kind, rows in lines.items() if rows}
 
 
 async def insert_logs(conn: AsyncConnection, network: str, logs: Sequence[TokenLog],
-                      symbols: dict[str, str], timestamps: dict[int, int]) -> tuple[int, int]:
-    """Write logs idempotently (natural key, ON CONFLICT DO NOTHING); return (transfers, approvals) new."""
+                      symbols: dict[str, str], timestamps: dict[int, int], *,
+                      direct: bool = False) -> tuple[int, int]:
+    """Write logs; return (transfers, approvals) newly stored.
+
+    `direct`: the caller knows none of these rows can exist (the live follower writes only above its
+    cursor), so they are COPYed straight into the tables; a row that exists after all raises
+    `psycopg.errors.UniqueViolation` and the caller retries its transaction without `direct`.
+    Otherwise the rows are COPYed into a temporary staging table and inserted from it with
+    ON CONFLICT DO NOTHING on their natural key.
+    """
     if not logs:
         return 0, 0
-    raw = await conn.get_raw_connection()
-    pg = raw.driver_connection
+    texts = copy_text(network, logs, symbols, timestamps)
+    pg = (await conn.get_raw_connection()).driver_connection
+    counts = {"transfer": 0, "approval": 0}
     async with pg.cursor() as cur:
-        await cur.execute(_STAGE_DDL)
-        async with cur.copy("COPY stage_token_logs FROM STDIN") as copy:
-            await copy.write(_copy_text(network, logs, symbols, timestamps))
-        await cur.execute(
-            "INSERT INTO token_transfers (network, tx_hash, log_index, block_number, block_hash,"
-            " block_timestamp, token, token_address, from_address, to_address, amount)"
-            " SELECT %s, tx_hash, log_index, block_number, block_hash, block_timestamp, token,"
-            " token_address, party_a, party_b, amount FROM stage_token_logs WHERE kind = 't'"
-            " ON CONFLICT DO NOTHING", (network,))
-        transfers = max(cur.rowcount, 0)
-        await cur.execute(
-            "INSERT INTO token_approvals (network, tx_hash, log_index, block_number, block_hash,"
-            " block_timestamp, token, token_address, owner_address, spender_address, amount)"
-            " SELECT %s, tx_hash, log_index, block_number, block_hash, block_timestamp, token,"
-            " token_address, party_a, party_b, amount FROM stage_token_logs WHERE kind = 'a'"
-            " ON CONFLICT DO NOTHING", (network,))
-        approvals = max(cur.rowcount, 0)
-        await cur.execute("TRUNCATE stage_token_logs")
-    return transfers, approvals
+        for kind, text_rows in texts.items():
+            table, parties = _COLUMNS[kind]
+            columns = _ROW_COLUMNS.format(parties=parties)
+            if direct:
+                async with cur.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                    await copy.write(text_rows)
+                counts[kind] = sum(lg.kind == kind for lg in logs)
+                continue
+            await cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS stage_{table}"
+                              f" (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS")
+            async with cur.copy(f"COPY stage_{table} ({columns}) FROM STDIN") as copy:
+                await copy.write(text_rows)
+            await cur.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM stage_{table}"
+                              " ON CONFLICT DO NOTHING")
+            counts[kind] = max(cur.rowcount, 0)
+            await cur.execute(f"TRUNCATE stage_{table}")
+    return counts["transfer"], counts["approval"]
 
 
 # --- headers -------------------------------------------------------------------------------------------
@@ -167,9 +176,9 @@ async def row_blocks_desc(conn: AsyncConnection, network: str, below: int,
 
 async def commit_range(conn: AsyncConnection, network: str, *, logs: Sequence[TokenLog],
                        symbols: dict[str, str], timestamps: dict[int, int], headers: Iterable[BlockHeader],
-                       cursor: Cursor, keep_headers_from: int) -> tuple[int, int]:
+                       cursor: Cursor, keep_headers_from: int, direct: bool) -> tuple[int, int]:
     """Store one indexed range: logs, window headers, the new cursor; prune headers below the window."""
-    counts = await insert_logs(conn, network, logs, symbols, timestamps)
+    counts = await insert_logs(conn, network, logs, symbols, timestamps, direct=direct)
     await upsert_headers(conn, network, headers)
     await conn.execute(delete(block_headers).where(
         block_headers.c.network == network, block_headers.c.block_number < keep_headers_from))
