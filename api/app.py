@@ -1,43 +1,66 @@
-"""Application factory: settings, engine and clock wired through typed app keys and a cleanup context."""
+"""Application factory: settings, engine, clock and outbound HTTP wired through typed app keys and a
+cleanup context; the middleware pipeline; every route group."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
+import aiohttp
+import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from vip.clock import ChainClock, Clock, clock_for
+from api import ratelimit
+from api.context import CLOCK, ENGINE, HTTP, SETTINGS, public
+from api.jsonio import iso, json_response
+from api.middleware import access, idempotency, request_context
+from api.routes import admin, users
+from vip.clock import ChainClock, clock_for
 from vip.config import Settings
 from vip.store.engine import create_engine
 
-SETTINGS = web.AppKey("settings", Settings)
-ENGINE = web.AppKey("engine", AsyncEngine)
-CLOCK = web.AppKey("clock", Clock)
+log = structlog.get_logger(__name__)
+ROUTE_GROUPS = (users.routes, admin.routes)
+MAX_BODY_BYTES = 1024 * 1024
 
 
+@public
 async def health(request: web.Request) -> web.Response:
     """Liveness and readiness: answers 200 when the database answers."""
     async with request.app[ENGINE].connect() as conn:
         await conn.execute(text("SELECT 1"))
-    now = await request.app[CLOCK].now()
-    return web.json_response({"status": "ok", "time": now.isoformat().replace("+00:00", "Z")})
+    return json_response({"status": "ok", "time": iso(await request.app[CLOCK].now())})
 
 
+@public
 async def metrics(_: web.Request) -> web.Response:
     return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+async def _prune_rate_limits(app: web.Application) -> None:
+    while True:
+        await asyncio.sleep(60)
+        try:
+            async with app[ENGINE].begin() as conn:
+                await ratelimit.prune(conn)
+        except Exception:  # housekeeping must never take the API down
+            log.exception("rate-limit pruning failed")
+
+
 def create_app(settings: Settings, database_url: str) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[request_context, access, idempotency], client_max_size=MAX_BODY_BYTES)
     app[SETTINGS] = settings
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         app[ENGINE] = create_engine(database_url)
         app[CLOCK] = clock_for(settings)
+        app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
+        housekeeping = asyncio.create_task(_prune_rate_limits(app))
         yield
+        housekeeping.cancel()
+        await app[HTTP].close()
         clock = app[CLOCK]
         if isinstance(clock, ChainClock):
             await clock.close()
@@ -47,4 +70,6 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
     app.router.add_get("/v1/health", health)
     app.router.add_get("/healthz", health)
     app.router.add_get("/metrics", metrics)
+    for group in ROUTE_GROUPS:
+        app.router.add_routes(group)
     return app

@@ -9,7 +9,9 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 from web3 import Web3
 
-from tests.support.chain import ChainDriver
+from api.app import create_app
+from tests.support.api import ApiHarness
+from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.db import TestDatabases
 from vip.devstack.anvil import AnvilNode, start_anvil
 from vip.store.engine import create_engine
@@ -56,3 +58,19 @@ def chain() -> Iterator[ChainDriver]:
         yield ChainDriver(node)
     finally:
         node.stop()
+
+
+@pytest.fixture(scope="session")
+def session_chain(anvil: AnvilNode) -> ChainDriver:
+    """The session Anvil with the tokens and the disbursement contract deployed once."""
+    return ChainDriver(anvil)
+
+
+@pytest.fixture
+async def api(aiohttp_client, database_url: str, engine: AsyncEngine,
+              session_chain: ChainDriver) -> ApiHarness:
+    """The real application served on loopback, on this test's database, following the session chain."""
+    network = local_network(session_chain.node.rpc_url, session_chain.node.chain_id, session_chain.contracts)
+    settings = indexer_settings(network)
+    client = await aiohttp_client(create_app(settings, database_url))
+    return ApiHarness(client, engine, settings)

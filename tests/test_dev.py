@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -67,6 +68,14 @@ def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
         assert set(local) == {"rpc_url", "chain_id", "tokens", "disbursement_contract", "minter_private_key"}
         assert set(local["tokens"]) == {"USDC", "USDT"}
         assert get_json(state["base_url"] + "/v1/health")["status"] == "ok"
+        # The key in the state file works against the API (a made-up user is simply not found).
+        request = urllib.request.Request(state["base_url"] + "/v1/users/usr_none",
+                                         headers={"Authorization": f"Bearer {state['api_key']}"})
+        try:
+            urllib.request.urlopen(request, timeout=10)
+            raise AssertionError("expected 404")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 404
         # Chain time starts about 13 months back, and the API's clock follows the chain.
         latest = rpc_call(local["rpc_url"], "eth_getBlockByNumber", ["latest", False])
         assert time.time() - int(latest["timestamp"], 16) > 360 * 86400
@@ -89,6 +98,7 @@ def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
     proc, again = start_dev(data_dir, state_file, env)
     try:
         assert again["networks"]["local"]["tokens"] == local["tokens"]
+        assert again["api_key"] == state["api_key"]
         assert again["networks"]["local"]["disbursement_contract"] == local["disbursement_contract"]
         # The ten blocks mined in the first run are still there (a fresh chain would be at block 4).
         head2 = int(rpc_call(again["networks"]["local"]["rpc_url"], "eth_blockNumber"), 16)

@@ -102,6 +102,41 @@ def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
+    from api import keys
+    from vip.store.engine import create_engine
+
+    async def main() -> int:
+        engine = create_engine(database_url(settings))
+        try:
+            async with engine.begin() as conn:
+                org_id = await keys.ensure_organisation(conn, args.org)
+                if args.keys_command == "create":
+                    secret, info = await keys.create_key(conn, org_id, args.scopes.split(","),
+                                                         args.description)
+                    print(f"created {info.id} for {args.org} with scopes {','.join(info.scopes)}")
+                    print(f"secret (shown once, store it now): {secret}")
+                elif args.keys_command == "list":
+                    for info in await keys.list_keys(conn, org_id):
+                        status = "revoked" if info.revoked_at else "active"
+                        used = f"{info.last_used_at:%Y-%m-%d %H:%M}" if info.last_used_at else "never"
+                        print(f"{info.id}  {info.prefix}...  {','.join(info.scopes):<26} {status:<8} "
+                              f"created {info.created_at:%Y-%m-%d %H:%M}  last used {used}")
+                else:
+                    if await keys.revoke_key(conn, org_id, args.key_id) is None:
+                        print(f"no key {args.key_id} in {args.org}", file=sys.stderr)
+                        return 1
+                    print(f"revoked {args.key_id}")
+        except ValueError as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
+        finally:
+            await engine.dispose()
+        return 0
+
+    return asyncio.run(main())
+
+
 def cmd_status(settings: Settings, _: argparse.Namespace) -> int:
     from sqlalchemy import func, select
 
@@ -151,6 +186,19 @@ def build_parser() -> argparse.ArgumentParser:
     revision.add_argument("-m", "--message", required=True)
     revision.set_defaults(func=cmd_revision)
     sub.add_parser("status", help="show indexer cursors, watch sets and reorgs").set_defaults(func=cmd_status)
+
+    keys_parser = sub.add_parser("keys", help="create, list and revoke API keys of an organisation")
+    keys_sub = keys_parser.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create a key (the organisation is created if new)")
+    create.add_argument("--org", required=True)
+    create.add_argument("--scopes", default="read,write", help="comma-separated: read,write,disburse,admin")
+    create.add_argument("--description")
+    listing = keys_sub.add_parser("list", help="list an organisation's keys (prefix, scopes, dates)")
+    listing.add_argument("--org", required=True)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key")
+    revoke.add_argument("key_id")
+    revoke.add_argument("--org", required=True)
+    keys_parser.set_defaults(func=cmd_keys)
 
     watch = sub.add_parser("watch", help="add an address to a network's watch set (backfilled)")
     watch.add_argument("network")

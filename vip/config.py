@@ -22,6 +22,7 @@ DEFAULT_CONFIG_DIR = REPO_ROOT / "config"
 ENV_DATABASE_URL = "DATABASE_URL"
 ENV_CONFIG_FILES = "VIP_CONFIG"  # extra TOML files (os.pathsep-separated) overlaid on config/
 ENV_LOG_FORMAT = "VIP_LOG_FORMAT"  # "console" or "json"
+ENV_STATE_SECRET = "VIP_STATE_SECRET"  # signs OAuth state values
 
 
 class _Strict(BaseModel):
@@ -68,10 +69,22 @@ class NetworkConfig(_Strict):
         return {t.address.lower(): symbol for symbol, t in self.tokens.items()}
 
 
+class RateLimitConfig(_Strict):
+    """Requests per minute (the spec's table)."""
+
+    vip_report_per_user: int = Field(default=10, ge=1)
+    risk_score_per_user: int = Field(default=20, ge=1)
+    transactions_per_key: int = Field(default=60, ge=1)
+    default_per_key: int = Field(default=120, ge=1)
+
+
 class ApiConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = 8080
     public_base_url: str = "http://127.0.0.1:8080"
+    rate_limits: RateLimitConfig = RateLimitConfig()
+    # Signs OAuth `state` values. Set it in production (VIP_STATE_SECRET); dev and tests use a fixed one.
+    state_secret: str = "dev-only-state-secret"
 
 
 class DaemonConfig(_Strict):
@@ -155,4 +168,6 @@ def load_settings(
         raw["database_url"] = env[ENV_DATABASE_URL]
     if env.get(ENV_LOG_FORMAT):
         raw["log_format"] = env[ENV_LOG_FORMAT]
+    if env.get(ENV_STATE_SECRET):
+        raw.setdefault("api", {})["state_secret"] = env[ENV_STATE_SECRET]
     return Settings.model_validate(raw)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -16,13 +17,15 @@ from pathlib import Path
 from eth_account import Account
 from web3 import Web3
 
+from api import keys
 from vip.config import ENV_CONFIG_FILES, ENV_DATABASE_URL, REPO_ROOT, load_settings
 from vip.devstack.anvil import AnvilNode, start_anvil
 from vip.devstack.deploy import LocalContracts, deploy_local_contracts
 from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
-from vip.store.engine import migrate
+from vip.store.engine import create_engine, migrate
 
 LOCAL_NETWORK = "local"
+DEV_ORGANISATION = "demo"
 LOCAL_CHAIN_ID = 31337
 GENESIS_AGE = timedelta(days=395)  # about 13 months: a year of history fits before "now"
 
@@ -80,6 +83,31 @@ def ensure_contracts(node: AnvilNode, data_dir: Path) -> LocalContracts:
     return contracts
 
 
+def dev_api_key(database_url: str, saved: Path) -> str:
+    """The demo organisation's all-scopes key: the one saved by a previous run while it still works,
+    else a new one. NOTE: kept in plain text in the dev data directory only; production keys are shown
+    once and stored as hashes."""
+    previous = saved.read_text().strip() if saved.exists() else None
+
+    async def find_or_create() -> str:
+        engine = create_engine(database_url, pool_size=1)
+        try:
+            async with engine.begin() as conn:
+                if previous and await keys.authenticate(conn, previous):
+                    return previous
+                org_id = await keys.ensure_organisation(conn, DEV_ORGANISATION)
+                secret, _ = await keys.create_key(conn, org_id, list(keys.SCOPES), "vip dev")
+                return secret
+        finally:
+            await engine.dispose()
+
+    secret = asyncio.run(find_or_create())
+    if secret != previous:
+        saved.write_text(secret + "\n")
+        saved.chmod(0o600)
+    return secret
+
+
 def wait_http(url: str, timeout_s: float, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -130,11 +158,12 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
                                              stderr=subprocess.STDOUT))
         wait_http(f"http://127.0.0.1:{metrics_port}/healthz", 60, children[0])
         wait_http(f"{base_url}/healthz", 60, children[1])
+        api_key = dev_api_key(database_url, data_dir / "dev-api-key")
 
         network = settings.network(LOCAL_NETWORK)
         state = {
             "base_url": base_url,
-            "api_key": None,
+            "api_key": api_key,
             "database_url": database_url,
             "metrics_url": f"http://127.0.0.1:{metrics_port}/metrics",
             "networks": {LOCAL_NETWORK: {
@@ -159,6 +188,7 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
   contract   {contracts.disbursement} (Disbursement)
   indexer    metrics http://127.0.0.1:{metrics_port}/metrics, log {logs / 'index.log'}
   api        {base_url}/v1/health, log {logs / 'serve.log'}
+  api key    {api_key} (organisation "{DEV_ORGANISATION}", all scopes)
   state      {state_file or '(pass --state-file PATH to write one)'}""", flush=True)
         _wait_for_signal(children)
         return 0

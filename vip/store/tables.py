@@ -10,7 +10,9 @@ from __future__ import annotations
 from sqlalchemy import (
     BigInteger,
     Column,
+    Date,
     DateTime,
+    ForeignKey,
     Identity,
     Index,
     Integer,
@@ -21,7 +23,7 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 metadata = MetaData(
     naming_convention={
@@ -147,4 +149,162 @@ outbox_events = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("seq", BigInteger, Identity(), nullable=False, unique=True),  # delivery order
     Index(None, "type", "created_at"),
+)
+
+# --- organisations, keys, users --------------------------------------------------------------------------
+
+organisations = Table(
+    "organisations",
+    metadata,
+    Column("id", Text, primary_key=True),  # org_<hex>
+    Column("name", Text, nullable=False, unique=True),
+    # The lender's funding wallet used when a payment intent names none.
+    Column("default_funding_wallet", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", Text, primary_key=True),  # key_<hex>
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("prefix", Text, nullable=False),  # first characters of the secret, shown in listings
+    Column("secret_hash", Text, nullable=False, unique=True),  # sha256 hex of the secret; never the secret
+    Column("scopes", ARRAY(Text), nullable=False),
+    Column("description", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("last_used_at", DateTime(timezone=True)),
+    Column("revoked_at", DateTime(timezone=True)),
+    Index(None, "organisation_id"),
+)
+
+users = Table(
+    "users",
+    metadata,
+    Column("id", Text, primary_key=True),  # usr_<hex>
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("external_id", Text),
+    Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index(None, "organisation_id", "external_id", unique=True,
+          postgresql_where=text("external_id IS NOT NULL")),
+)
+
+# --- connections and what they bring ---------------------------------------------------------------------
+
+connections = Table(
+    "connections",
+    metadata,
+    Column("id", Text, primary_key=True),  # con_<hex>
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("user_id", Text, ForeignKey("users.id"), nullable=False),
+    Column("type", Text, nullable=False),  # wallet | platform
+    Column("provider", Text, nullable=False),  # wallet provider name, or platform identifier
+    Column("identifier", Text, nullable=False),  # wallet address (lower-case), or account holder reference
+    Column("network", Text),  # wallet connections
+    Column("source_type", Text),  # platform connections: payroll, neobank_account, ...
+    Column("account_id", Text),  # platform connections: the platform's account id
+    Column("status", Text, nullable=False),  # active | revoked | expired
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("last_synced_at", DateTime(timezone=True)),
+    Column("revoked_at", DateTime(timezone=True)),
+    Index(None, "user_id", "created_at"),
+    # One active wallet connection per user, network and address; one active platform account per user.
+    Index("uq_connections_active_wallet", "user_id", "network", "identifier", unique=True,
+          postgresql_where=text("type = 'wallet' AND status = 'active'")),
+    Index("uq_connections_active_account", "user_id", "provider", "account_id", unique=True,
+          postgresql_where=text("type = 'platform' AND status = 'active'")),
+)
+
+wallets = Table(
+    "wallets",
+    metadata,
+    Column("id", Text, primary_key=True),  # wal_<hex>
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("user_id", Text, ForeignKey("users.id"), nullable=False),
+    Column("connection_id", Text, ForeignKey("connections.id"), nullable=False, unique=True),
+    Column("address", Text, nullable=False),  # lower-case
+    Column("network", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index(None, "user_id", "network"),
+    Index(None, "network", "address"),
+)
+
+# Sign-In with Ethereum nonces: single use, bound to a user, short-lived.
+wallet_nonces = Table(
+    "wallet_nonces",
+    metadata,
+    Column("nonce", Text, primary_key=True),
+    Column("organisation_id", Text, nullable=False),
+    Column("user_id", Text, ForeignKey("users.id"), nullable=False),
+    Column("issued_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("used_at", DateTime(timezone=True)),
+)
+
+# OAuth `state` values handed to platforms: single use, bound to a user and a platform, short-lived.
+oauth_states = Table(
+    "oauth_states",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("organisation_id", Text, nullable=False),
+    Column("user_id", Text, ForeignKey("users.id"), nullable=False),
+    Column("platform", Text, nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("used_at", DateTime(timezone=True)),
+)
+
+# Off-chain income records of a platform connection (pulled by OAuth or pushed directly).
+income_records = Table(
+    "income_records",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("connection_id", Text, ForeignKey("connections.id"), nullable=False),
+    Column("record_date", Date, nullable=False),
+    Column("amount", Numeric(38, 6), nullable=False),
+    Column("currency", Text, nullable=False),
+    Column("direction", Text, nullable=False),  # inbound | outbound
+    Column("from_reference", Text),  # origin address (lower-case) or platform reference
+    Column("description", Text),
+    Index(None, "connection_id", "record_date"),
+)
+
+# Classification and fraud flags of a transfer as seen from one wallet (written by verification).
+transfer_labels = Table(
+    "transfer_labels",
+    metadata,
+    Column("network", Text, nullable=False),
+    Column("tx_hash", Text, nullable=False),
+    Column("log_index", Integer, nullable=False),
+    Column("wallet_address", Text, nullable=False),
+    Column("classification", Text, nullable=False),
+    Column("fraud_flags", ARRAY(Text), nullable=False, server_default=text("'{}'")),
+    Column("payroll_match", JSONB),
+    Column("labelled_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    PrimaryKeyConstraint("network", "tx_hash", "log_index", "wallet_address"),
+)
+
+# --- request handling -------------------------------------------------------------------------------------
+
+# First response to each Idempotency-Key (per API key), replayed for the same request within 24 h.
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("api_key_id", Text, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("request_hash", Text, nullable=False),
+    Column("status_code", Integer),  # null while the first request is still running
+    Column("response_body", Text),  # byte-for-byte what was sent
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    PrimaryKeyConstraint("api_key_id", "key"),
+)
+
+# Fixed one-minute windows shared by every API process.
+rate_limit_windows = Table(
+    "rate_limit_windows",
+    metadata,
+    Column("bucket", Text, nullable=False),
+    Column("window_start", DateTime(timezone=True), nullable=False),
+    Column("count", Integer, nullable=False),
+    PrimaryKeyConstraint("bucket", "window_start"),
 )

@@ -1,0 +1,37 @@
+"""Typed application keys and the per-request principal."""
+
+from __future__ import annotations
+
+from aiohttp import ClientSession, web
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from api.keys import Principal
+from vip.clock import Clock
+from vip.config import Settings
+
+SETTINGS = web.AppKey("settings", Settings)
+ENGINE = web.AppKey("engine", AsyncEngine)
+CLOCK = web.AppKey("clock", Clock)
+HTTP = web.AppKey("http", ClientSession)  # outbound HTTP (platform OAuth and data pulls)
+
+PRINCIPAL = web.RequestKey("principal", Principal)  # set by the access middleware
+REQUEST_ID = web.RequestKey("request_id", str)
+RATE_HEADERS = web.RequestKey("rate_headers", dict)  # X-RateLimit-* for the response
+
+
+def principal(request: web.Request) -> Principal:
+    return request[PRINCIPAL]
+
+
+def requires(scope: str):
+    """Mark a handler as needing an API key with `scope` (read, write, disburse, admin)."""
+    def mark(handler):
+        handler.required_scope = scope
+        return handler
+    return mark
+
+
+def public(handler):
+    """Mark a handler as reachable without an API key (health, docs, the OAuth callback)."""
+    handler.required_scope = None
+    return handler

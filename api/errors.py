@@ -1,0 +1,62 @@
+"""Domain and HTTP errors, and the spec's error body. Handlers raise `ApiError`s; one middleware renders
+them (`api.middleware.errors`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    """An error the client sees: HTTP status, stable code, message and details."""
+
+    status = 400
+    code = "ERR_BAD_REQUEST"
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None, *, code: str | None = None,
+                 status: int | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+        self.code = code or self.code
+        self.status = status or self.status
+        self.headers = headers or {}
+
+
+class ValidationFailed(ApiError):
+    status, code = 400, "ERR_VALIDATION"
+
+
+class Unauthorized(ApiError):
+    status, code = 401, "ERR_UNAUTHORIZED"
+
+
+class Forbidden(ApiError):
+    status, code = 403, "ERR_FORBIDDEN"
+
+
+class NotFound(ApiError):
+    status, code = 404, "ERR_NOT_FOUND"
+
+
+class Conflict(ApiError):
+    status, code = 409, "ERR_CONFLICT"
+
+
+class Unprocessable(ApiError):
+    status, code = 422, "ERR_UNPROCESSABLE"
+
+
+class RateLimited(ApiError):
+    status, code = 429, "ERR_RATE_LIMITED"
+
+
+class PlatformSyncFailed(ApiError):
+    status, code = 502, "ERR_PLATFORM_SYNC_FAILED"
+
+
+class InternalError(ApiError):
+    status, code = 500, "ERR_INTERNAL"
+
+
+def error_body(code: str, message: str, details: dict[str, Any], request_id: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details, "request_id": request_id}}

@@ -1,0 +1,47 @@
+"""JSON in and out: exact Decimal numbers (never floats), ISO 8601 UTC timestamps with a Z."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+import simplejson
+from aiohttp import web
+
+USD_PLACES = Decimal("0.000001")
+
+
+def iso(ts: datetime | None) -> str | None:
+    if ts is None:
+        return None
+    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def iso_date(day: date | None) -> str | None:
+    return day.isoformat() if day is not None else None
+
+
+def usd(value: Decimal) -> Decimal:
+    """A USD amount as it is serialised: at most 6 decimals, trailing zeros dropped."""
+    quantised = value.quantize(USD_PLACES)
+    return quantised.normalize() if quantised != quantised.to_integral() else quantised.quantize(Decimal(1))
+
+
+def token_units(raw: int, decimals: int) -> Decimal:
+    """Base units -> token units (exact)."""
+    return (Decimal(raw) / (Decimal(10) ** decimals)).normalize() if raw else Decimal(0)
+
+
+def dumps(obj: Any) -> str:
+    # simplejson writes Decimal as a JSON number with all its digits; the stdlib would need floats.
+    return simplejson.dumps(obj, use_decimal=True, separators=(",", ":"))
+
+
+def loads(text: str | bytes) -> Any:
+    # Numbers with a fraction become Decimal, so client amounts are never rounded through a float.
+    return simplejson.loads(text, use_decimal=True)
+
+
+def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(text=dumps(obj), status=status, content_type="application/json", headers=headers)

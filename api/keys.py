@@ -1,0 +1,106 @@
+"""Organisations and API keys: created and listed by the CLI and the admin endpoints, checked on every
+request. Only a SHA-256 of each secret is stored (the secrets are 256-bit random, so a fast hash is
+enough); the secret is shown once, at creation."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from vip.ids import new_id
+from vip.store.tables import api_keys, organisations
+
+SCOPES = ("read", "write", "disburse", "admin")
+SECRET_PREFIX = "vip_sk_"
+SHOWN_PREFIX_LENGTH = 14  # "vip_sk_" and 7 characters of the random part
+LAST_USED_PRECISION = timedelta(minutes=1)  # last_used_at is written at most this often per key
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the organisation and the key's scopes."""
+
+    organisation_id: str
+    key_id: str
+    scopes: frozenset[str]
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    id: str
+    organisation_id: str
+    prefix: str
+    scopes: list[str]
+    description: str | None
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def validate_scopes(scopes: list[str]) -> list[str]:
+    unknown = sorted(set(scopes) - set(SCOPES))
+    if unknown or not scopes:
+        raise ValueError(f"scopes must be a non-empty subset of {', '.join(SCOPES)}"
+                         + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+    return [s for s in SCOPES if s in scopes]
+
+
+async def ensure_organisation(conn: AsyncConnection, name: str) -> str:
+    """The id of the organisation called `name`, created if new."""
+    org_id = await conn.scalar(pg_insert(organisations).values(id=new_id("org"), name=name)
+                               .on_conflict_do_nothing().returning(organisations.c.id))
+    return org_id or await conn.scalar(select(organisations.c.id).where(organisations.c.name == name))
+
+
+async def create_key(conn: AsyncConnection, organisation_id: str, scopes: list[str],
+                     description: str | None = None) -> tuple[str, KeyInfo]:
+    """A new key; returns its secret (shown once, never stored) and its listing."""
+    secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+    row = (await conn.execute(api_keys.insert().values(
+        id=new_id("key"), organisation_id=organisation_id, prefix=secret[:SHOWN_PREFIX_LENGTH],
+        secret_hash=hash_secret(secret), scopes=validate_scopes(scopes), description=description,
+    ).returning(*api_keys.c))).one()
+    return secret, _info(row)
+
+
+def _info(row) -> KeyInfo:
+    return KeyInfo(row.id, row.organisation_id, row.prefix, list(row.scopes), row.description,
+                   row.created_at, row.last_used_at, row.revoked_at)
+
+
+async def list_keys(conn: AsyncConnection, organisation_id: str) -> list[KeyInfo]:
+    rows = await conn.execute(select(api_keys).where(api_keys.c.organisation_id == organisation_id)
+                              .order_by(api_keys.c.created_at, api_keys.c.id))
+    return [_info(r) for r in rows]
+
+
+async def revoke_key(conn: AsyncConnection, organisation_id: str, key_id: str) -> KeyInfo | None:
+    row = (await conn.execute(update(api_keys).where(
+        api_keys.c.id == key_id, api_keys.c.organisation_id == organisation_id,
+    ).values(revoked_at=func.coalesce(api_keys.c.revoked_at, func.now())).returning(*api_keys.c))).first()
+    return _info(row) if row else None
+
+
+async def authenticate(conn: AsyncConnection, secret: str) -> Principal | None:
+    """The principal of an active key with this secret, or None. Touches last_used_at (coarsely)."""
+    row = (await conn.execute(select(api_keys.c.id, api_keys.c.organisation_id, api_keys.c.scopes,
+                                     api_keys.c.last_used_at)
+                              .where(api_keys.c.secret_hash == hash_secret(secret),
+                                     api_keys.c.revoked_at.is_(None)))).first()
+    if row is None:
+        return None
+    await conn.execute(update(api_keys).where(
+        api_keys.c.id == row.id,
+        (api_keys.c.last_used_at.is_(None)) | (api_keys.c.last_used_at < func.now() - LAST_USED_PRECISION),
+    ).values(last_used_at=func.now()))
+    return Principal(row.organisation_id, row.id, frozenset(row.scopes))

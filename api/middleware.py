@@ -1,0 +1,182 @@
+"""Request pipeline, outermost first: request id and error rendering, access (API key, scope, rate limit),
+idempotent POSTs."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+
+import structlog
+from aiohttp import web
+from sqlalchemy import and_, delete, func, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from api import keys, ratelimit
+from api.context import ENGINE, PRINCIPAL, RATE_HEADERS, REQUEST_ID, SETTINGS
+from api.errors import (
+    ApiError,
+    Conflict,
+    Forbidden,
+    InternalError,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+    ValidationFailed,
+    error_body,
+)
+from api.jsonio import json_response
+from vip.store.tables import idempotency_keys
+
+log = structlog.get_logger(__name__)
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{8,100}$")
+_BEARER = re.compile(r"^Bearer ([A-Za-z0-9_\-]{16,200})$")
+IDEMPOTENCY_TTL = "24 hours"
+UNMETERED = ("/healthz", "/metrics")  # operational endpoints: scraped, never throttled
+
+
+def _render(request: web.Request, exc: ApiError) -> web.Response:
+    body = error_body(exc.code, exc.message, exc.details, request[REQUEST_ID])
+    return json_response(body, status=exc.status, headers=exc.headers)
+
+
+@web.middleware
+async def request_context(request: web.Request, handler) -> web.StreamResponse:
+    """Request id on every response and log line; every error in the spec's body, never a trace."""
+    incoming = request.headers.get("X-Request-Id", "")
+    request[REQUEST_ID] = incoming if _REQUEST_ID.match(incoming) else f"req_{secrets.token_hex(12)}"
+    structlog.contextvars.bind_contextvars(request_id=request[REQUEST_ID])
+    try:
+        try:
+            response = await handler(request)
+        except ApiError as exc:
+            response = _render(request, exc)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            code = {404: NotFound.code, 405: "ERR_METHOD_NOT_ALLOWED", 413: "ERR_BODY_TOO_LARGE"}.get(
+                exc.status, "ERR_HTTP")
+            response = _render(request, ApiError(exc.reason, code=code, status=exc.status))
+        except Exception:
+            log.exception("unhandled error", method=request.method, path=request.path)
+            response = _render(request, InternalError("an unexpected error occurred; it has been logged"))
+        response.headers["X-Request-Id"] = request[REQUEST_ID]
+        for name, value in request.get(RATE_HEADERS, {}).items():
+            response.headers[name] = value
+        return response
+    finally:
+        structlog.contextvars.unbind_contextvars("request_id")
+
+
+def _client(request: web.Request) -> str:
+    return request.remote or "unknown"
+
+
+@web.middleware
+async def access(request: web.Request, handler) -> web.StreamResponse:
+    """API key (401), scope (403) and rate limit (429), with X-RateLimit-* headers on the response."""
+    if request.path in UNMETERED:
+        return await handler(request)
+    route_handler = request.match_info.handler
+    matched = request.match_info.http_exception is None
+    required = getattr(route_handler, "required_scope", "read") if matched else None
+    engine = request.app[ENGINE]
+    limits = request.app[SETTINGS].api.rate_limits
+    principal = None
+    auth_error: ApiError | None = None
+    if required is not None:
+        header = request.headers.get("Authorization", "")
+        match = _BEARER.match(header)
+        if not header:
+            auth_error = Unauthorized("missing API key: send Authorization: Bearer <key>")
+        elif match is None:
+            auth_error = Unauthorized("malformed Authorization header: expected Bearer <key>")
+        else:
+            async with engine.begin() as conn:
+                principal = await keys.authenticate(conn, match.group(1))
+            if principal is None:
+                auth_error = Unauthorized("unknown or revoked API key")
+    bucket, limit = ratelimit.bucket_for(request.path, principal and principal.key_id,
+                                         request.query.get("user_id"), _client(request), limits)
+    async with engine.begin() as conn:
+        decision = await ratelimit.count_request(conn, bucket, limit)
+    request[RATE_HEADERS] = decision.headers()
+    if not decision.allowed:
+        raise RateLimited(f"rate limit of {limit} requests per minute exceeded", {"limit": limit},
+                          headers={"Retry-After": str(decision.reset_s)})
+    if auth_error is not None:
+        raise auth_error
+    if principal is not None:
+        if required not in principal.scopes:
+            raise Forbidden(f"this API key lacks the '{required}' scope", {"required_scope": required})
+        request[PRINCIPAL] = principal
+    return await handler(request)
+
+
+def _request_hash(request: web.Request, body: bytes) -> str:
+    digest = hashlib.sha256()
+    for part in (request.method.encode(), request.path_qs.encode(), body):
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()
+
+
+@web.middleware
+async def idempotency(request: web.Request, handler) -> web.StreamResponse:
+    """Idempotency-Key on a POST: the same key and request within 24 h gets the first response again;
+    the same key with another request is 409."""
+    key = request.headers.get("Idempotency-Key")
+    if request.method != "POST" or key is None or PRINCIPAL not in request:
+        return await handler(request)
+    if not 1 <= len(key) <= 255:
+        raise ValidationFailed("Idempotency-Key must be 1 to 255 characters", {"Idempotency-Key": key[:50]})
+    key_id = request[PRINCIPAL].key_id
+    request_hash = _request_hash(request, await request.read())
+    engine = request.app[ENGINE]
+    this_key = and_(idempotency_keys.c.api_key_id == key_id, idempotency_keys.c.key == key)
+    async with engine.begin() as conn:
+        await conn.execute(delete(idempotency_keys).where(
+            this_key, idempotency_keys.c.created_at < func.now() - text(f"interval '{IDEMPOTENCY_TTL}'")))
+        claimed = await conn.scalar(pg_insert(idempotency_keys).values(
+            api_key_id=key_id, key=key, request_hash=request_hash,
+        ).on_conflict_do_nothing().returning(idempotency_keys.c.key))
+        existing = None if claimed else (await conn.execute(select(idempotency_keys).where(this_key))).one()
+    if existing is not None:
+        if existing.request_hash != request_hash:
+            raise Conflict("this Idempotency-Key was used with a different request",
+                           {"Idempotency-Key": key}, code="ERR_IDEMPOTENCY_KEY_REUSED")
+        if existing.status_code is None:
+            raise Conflict("a request with this Idempotency-Key is still in progress; retry shortly",
+                           {"Idempotency-Key": key}, code="ERR_IDEMPOTENCY_IN_PROGRESS")
+        return web.Response(text=existing.response_body, status=existing.status_code,
+                            content_type="application/json", headers={"Idempotent-Replayed": "true"})
+    try:
+        response = await handler(request)
+    except ApiError as exc:
+        if exc.status >= 500:
+            await _release(engine, this_key)
+            raise
+        # A refused request is remembered too: the same request gets the same refusal.
+        rendered = _render(request, exc)
+        await _remember(engine, this_key, rendered)
+        return rendered
+    except BaseException:
+        await _release(engine, this_key)
+        raise
+    if isinstance(response, web.Response) and response.status < 500:
+        await _remember(engine, this_key, response)
+    else:
+        await _release(engine, this_key)
+    return response
+
+
+async def _remember(engine, this_key, response: web.Response) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(update(idempotency_keys).where(this_key).values(
+            status_code=response.status, response_body=response.text))
+
+
+async def _release(engine, this_key) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(delete(idempotency_keys).where(this_key))
+

@@ -1,0 +1,1 @@
+"""HTTP handlers, one module per resource group; each exposes `routes` (an aiohttp RouteTableDef)."""

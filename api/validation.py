@@ -1,0 +1,65 @@
+"""Parse request bodies and query strings into pydantic models; failures are 400s naming each field."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from api.errors import ValidationFailed
+from api.jsonio import loads
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Body(BaseModel):
+    """Base of request bodies: unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class Query(BaseModel):
+    """Base of query strings: unknown parameters are refused."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+def _details(exc: ValidationError) -> dict[str, Any]:
+    details: dict[str, Any] = {}
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err["loc"]) or "body"
+        message = err["msg"].removeprefix("Value error, ")
+        details.setdefault(field, message)
+    return details
+
+
+def validate(model: type[M], data: Any, what: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        details = _details(exc)
+        raise ValidationFailed(f"invalid {what}: " + ", ".join(sorted(details)), details) from exc
+
+
+async def read_body(request: web.Request, model: type[M]) -> M:
+    raw = await request.read()
+    if not raw.strip():
+        raise ValidationFailed("a JSON body is required", {"body": "missing"})
+    try:
+        data = loads(raw)
+    except ValueError as exc:
+        raise ValidationFailed("the body is not valid JSON", {"body": str(exc)}) from exc
+    if not isinstance(data, dict):
+        raise ValidationFailed("the body must be a JSON object", {"body": "not an object"})
+    return validate(model, data, "body")
+
+
+def read_query(request: web.Request, model: type[M]) -> M:
+    data = {}
+    for key in request.query:
+        values = request.query.getall(key)
+        if len(values) > 1:
+            raise ValidationFailed(f"query parameter {key} is given more than once", {key: "repeated"})
+        data[key] = values[0]
+    return validate(model, data, "query")

@@ -1,0 +1,166 @@
+"""Access to the API: keys (401), scopes (403), tenancy (404), request ids and the error body, rate limits
+shared through PostgreSQL, Idempotency-Key replays."""
+
+from __future__ import annotations
+
+import asyncio
+
+from api import keys
+from api.app import create_app
+
+
+def assert_error(body: dict, code: str) -> None:
+    error = body["error"]
+    assert error["code"] == code
+    assert error["message"] and isinstance(error["details"], dict)
+    assert error["request_id"].startswith("req_") or len(error["request_id"]) >= 8
+
+
+async def test_missing_malformed_unknown_and_revoked_keys_are_401(api):
+    cases = [{}, {"Authorization": "Basic abc"}, {"Authorization": "Bearer vip_sk_" + "x" * 43}]
+    secret = await api.key("acme", ["read"])
+    async with api.engine.begin() as conn:
+        org = await keys.ensure_organisation(conn, "acme")
+        [info] = [k for k in await keys.list_keys(conn, org) if secret.startswith(k.prefix)]
+        await keys.revoke_key(conn, org, info.id)
+    cases.append({"Authorization": f"Bearer {secret}"})
+    for headers in cases:
+        resp = await api.client.get("/v1/users/usr_x", headers=headers)
+        assert resp.status == 401, headers
+        assert_error(await resp.json(), "ERR_UNAUTHORIZED")
+        assert resp.headers["X-Request-Id"] == (await resp.json())["error"]["request_id"]
+
+
+async def test_scopes_are_enforced(api):
+    read_only = await api.headers("acme", ["read"])
+    resp = await api.client.post("/v1/users", json={}, headers=read_only)
+    assert resp.status == 403
+    assert_error(await resp.json(), "ERR_FORBIDDEN")
+    assert (await resp.json())["error"]["details"] == {"required_scope": "write"}
+    resp = await api.client.get("/v1/api-keys", headers=await api.headers("acme", ["read", "write"]))
+    assert resp.status == 403
+
+
+async def test_another_organisation_sees_404(api):
+    user_id = await api.user("acme", external_id="emp-1")
+    resp = await api.client.get(f"/v1/users/{user_id}", headers=await api.headers("acme"))
+    assert resp.status == 200
+    assert (await resp.json())["user"]["external_id"] == "emp-1"
+    resp = await api.client.get(f"/v1/users/{user_id}", headers=await api.headers("globex"))
+    assert resp.status == 404
+    body = await resp.json()
+    assert_error(body, "ERR_NOT_FOUND")
+    assert "emp-1" not in await resp.text()
+
+
+async def test_validation_errors_name_the_fields_and_change_nothing(api):
+    headers = await api.headers()
+    for body, field in [({"external_id": ""}, "external_id"), ({"metadata": "x"}, "metadata"),
+                        ({"surprise": 1}, "surprise")]:
+        resp = await api.client.post("/v1/users", json=body, headers=headers)
+        assert resp.status == 400, body
+        payload = await resp.json()
+        assert_error(payload, "ERR_VALIDATION")
+        assert field in payload["error"]["details"]
+    resp = await api.client.post("/v1/users", data=b"{not json", headers=headers)
+    assert resp.status == 400
+    async with api.engine.connect() as conn:
+        assert (await conn.exec_driver_sql("select count(*) from users")).scalar() == 0
+
+
+async def test_unknown_route_and_method_use_the_error_body(api):
+    resp = await api.client.get("/v1/nothing-here", headers=await api.headers())
+    assert resp.status == 404
+    assert_error(await resp.json(), "ERR_NOT_FOUND")
+    resp = await api.client.put("/v1/users", headers=await api.headers())
+    assert resp.status == 405
+
+
+async def test_request_id_is_echoed_when_sane(api):
+    resp = await api.client.get("/v1/health", headers={"X-Request-Id": "lender-abc-123"})
+    assert resp.headers["X-Request-Id"] == "lender-abc-123"
+    resp = await api.client.get("/v1/health", headers={"X-Request-Id": "bad id with spaces"})
+    assert resp.headers["X-Request-Id"].startswith("req_")
+
+
+async def test_rate_limit_headers_and_429_shared_across_processes(api, aiohttp_client, database_url):
+    # A second application instance on the same database stands for a second API process.
+    other = await aiohttp_client(create_app(api.settings, database_url))
+    headers = await api.headers()
+    limit = api.settings.api.rate_limits.default_per_key
+    statuses = []
+    for i in range(limit + 1):
+        client = api.client if i % 2 else other
+        resp = await client.get("/v1/users/usr_missing", headers=headers)
+        statuses.append(resp.status)
+        assert resp.headers["X-RateLimit-Limit"] == str(limit)
+        assert int(resp.headers["X-RateLimit-Remaining"]) == max(0, limit - i - 1)
+        assert 1 <= int(resp.headers["X-RateLimit-Reset"]) <= 60
+    assert statuses[:-1] == [404] * limit
+    assert statuses[-1] == 429
+    assert 1 <= int(resp.headers["Retry-After"]) <= 60
+    assert_error(await resp.json(), "ERR_RATE_LIMITED")
+    # Another key has its own budget.
+    resp = await api.client.get("/v1/users/usr_missing", headers=await api.headers("acme", ["read"]))
+    assert resp.status == 404
+
+
+async def test_idempotency_key_replays_and_refuses_reuse(api):
+    headers = {**await api.headers(), "Idempotency-Key": "create-emp-7"}
+    first = await api.client.post("/v1/users", json={"external_id": "emp-7"}, headers=headers)
+    again = await api.client.post("/v1/users", json={"external_id": "emp-7"}, headers=headers)
+    assert first.status == again.status == 201
+    assert await first.json() == await again.json()
+    assert again.headers["Idempotent-Replayed"] == "true"
+    other = await api.client.post("/v1/users", json={"external_id": "emp-8"}, headers=headers)
+    assert other.status == 409
+    assert_error(await other.json(), "ERR_IDEMPOTENCY_KEY_REUSED")
+    async with api.engine.connect() as conn:
+        assert (await conn.exec_driver_sql("select count(*) from users")).scalar() == 1
+
+
+async def test_concurrent_requests_with_one_idempotency_key_create_once(api):
+    headers = {**await api.headers(), "Idempotency-Key": "burst"}
+    responses = await asyncio.gather(*[
+        api.client.post("/v1/users", json={"metadata": {"n": 1}}, headers=headers) for _ in range(10)])
+    statuses = sorted(r.status for r in responses)
+    assert statuses.count(201) >= 1 and set(statuses) <= {201, 409}
+    async with api.engine.connect() as conn:
+        assert (await conn.exec_driver_sql("select count(*) from users")).scalar() == 1
+
+
+async def test_admin_key_management(api):
+    admin = await api.headers("acme", ["admin"])
+    resp = await api.client.post("/v1/api-keys", json={"scopes": ["read"], "description": "reporting"},
+                                 headers=admin)
+    assert resp.status == 201
+    created = (await resp.json())["api_key"]
+    assert created["secret"].startswith(created["prefix"]) and created["scopes"] == ["read"]
+    listing = await (await api.client.get("/v1/api-keys", headers=admin)).json()
+    assert created["id"] in [k["id"] for k in listing["api_keys"]]
+    assert all("secret" not in k for k in listing["api_keys"])
+    new_key = {"Authorization": f"Bearer {created['secret']}"}
+    assert (await api.client.get("/v1/users/usr_x", headers=new_key)).status == 404
+    resp = await api.client.delete(f"/v1/api-keys/{created['id']}", headers=admin)
+    assert (await resp.json())["api_key"]["status"] == "revoked"
+    assert (await api.client.get("/v1/users/usr_x", headers=new_key)).status == 401
+    bad = await api.client.post("/v1/api-keys", json={"scopes": ["root"]}, headers=admin)
+    assert bad.status == 400
+    # Another organisation's key cannot be revoked from here.
+    globex_admin = await api.headers("globex", ["admin"])
+    resp = await api.client.delete(f"/v1/api-keys/{created['id']}", headers=globex_admin)
+    assert resp.status == 404
+
+
+async def test_unexpected_errors_are_500_with_the_body_and_no_trace(api, monkeypatch):
+    from api.routes import users
+
+    async def broken(*args, **kwargs):
+        raise RuntimeError("database exploded: secret detail")
+
+    monkeypatch.setattr(users, "load_user", broken)
+    resp = await api.client.get("/v1/users/usr_1", headers=await api.headers())
+    assert resp.status == 500
+    text = await resp.text()
+    assert "secret detail" not in text and "Traceback" not in text
+    assert_error(await resp.json(), "ERR_INTERNAL")
