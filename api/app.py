@@ -16,13 +16,23 @@ from api import ratelimit
 from api.context import CLOCK, ENGINE, HTTP, SETTINGS, public
 from api.jsonio import iso, json_response
 from api.middleware import access, idempotency, request_context
-from api.routes import admin, users
+from api.routes import (
+    admin,
+    connections,
+    docs,
+    platforms,
+    transactions,
+    users,
+    wallet_connect,
+    wallets,
+)
 from vip.clock import ChainClock, clock_for
 from vip.config import Settings
 from vip.store.engine import create_engine
 
 log = structlog.get_logger(__name__)
-ROUTE_GROUPS = (users.routes, admin.routes)
+ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.routes, connections.routes,
+                wallets.routes, transactions.routes, docs.routes)
 MAX_BODY_BYTES = 1024 * 1024
 
 

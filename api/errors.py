@@ -54,6 +54,12 @@ class PlatformSyncFailed(ApiError):
     status, code = 502, "ERR_PLATFORM_SYNC_FAILED"
 
 
+class ChainUnavailable(ApiError):
+    """A network's RPC did not answer a call the request needs."""
+
+    status, code = 502, "ERR_CHAIN_UNAVAILABLE"
+
+
 class InternalError(ApiError):
     status, code = 500, "ERR_INTERNAL"
 

@@ -34,7 +34,23 @@ def _details(exc: ValidationError) -> dict[str, Any]:
     return details
 
 
+def _nul_path(value: Any, path: str) -> str | None:
+    """Where a NUL character hides in a JSON value (PostgreSQL text cannot store one), if anywhere."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and "\x00" in key:
+            return f"{path}.{key!r}".lstrip(".")
+        found = _nul_path(item, f"{path}.{key}".lstrip("."))
+        if found is not None:
+            return found
+    return None
+
+
 def validate(model: type[M], data: Any, what: str) -> M:
+    if (where := _nul_path(data, "")) is not None:
+        raise ValidationFailed("strings may not contain NUL characters", {where or what: "contains NUL"})
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -10,6 +10,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from indexer.backfill import Backfiller
+from indexer.balances import BalanceRefresher
 from indexer.fetcher import LogFetcher
 from indexer.follower import Follower
 from indexer.ranges import AdaptiveRange
@@ -74,6 +75,8 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
         follower, backfiller = build_network_tasks(settings, network, engine, rpc)
         tasks.append(asyncio.create_task(follower.run(stop), name=f"follow-{network.name}"))
         tasks.append(asyncio.create_task(backfiller.run(stop), name=f"backfill-{network.name}"))
+        tasks.append(asyncio.create_task(BalanceRefresher(network, engine, rpc).run(stop),
+                                         name=f"balances-{network.name}"))
         log.info("following network", network=network.name, chain_id=network.chain_id, mode=network.mode,
                  finality_depth=network.finality_depth)
     try:

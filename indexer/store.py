@@ -218,11 +218,31 @@ async def load_watch_set(conn: AsyncConnection, network: str) -> list[WatchedAdd
 
 async def add_watched_address(conn: AsyncConnection, network: str, address: str, reason: str, *,
                               start_block: int | None = None, start_time: datetime | None = None) -> bool:
-    """Watch an address (idempotent); its history from start_block/start_time is backfilled."""
+    """Watch an address; its history from start_block/start_time is backfilled. Returns True when the
+    address is new. Watching it again with an earlier start (a counterparty that becomes a connected
+    wallet, say) moves its start back and backfills the difference. The first reason is kept: an
+    address watched as a counterparty stays watched when a wallet connection to it is revoked."""
+    address = address.lower()
     inserted = await conn.scalar(pg_insert(watched_addresses).values(
-        network=network, address=address.lower(), reason=reason, start_block=start_block,
+        network=network, address=address, reason=reason, start_block=start_block,
         start_time=start_time).on_conflict_do_nothing().returning(watched_addresses.c.address))
-    return inserted is not None
+    if inserted is not None:
+        return True
+    row = (await conn.execute(select(watched_addresses).where(
+        watched_addresses.c.network == network, watched_addresses.c.address == address,
+    ).with_for_update())).one()
+    values: dict = {}
+    earlier_block = start_block is not None and (row.start_block is None or start_block < row.start_block)
+    earlier_time = start_time is not None and start_block is None and (
+        row.start_time is None or start_time < row.start_time)
+    if earlier_block or earlier_time:
+        # Re-resolve the start and run the backfill again from it (rows already stored are skipped).
+        values.update(start_block=start_block, start_time=start_time, backfill_next_block=None,
+                      backfill_done_at=None)
+    if values:
+        await conn.execute(update(watched_addresses).where(
+            watched_addresses.c.network == network, watched_addresses.c.address == address).values(**values))
+    return False
 
 
 async def mark_live_from(conn: AsyncConnection, network: str, addresses: Sequence[str], block: int) -> None:

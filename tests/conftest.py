@@ -13,6 +13,7 @@ from api.app import create_app
 from tests.support.api import ApiHarness
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.db import TestDatabases
+from tests.support.openapi_check import conformance_middleware
 from vip.devstack.anvil import AnvilNode, start_anvil
 from vip.store.engine import create_engine
 
@@ -68,9 +69,14 @@ def session_chain(anvil: AnvilNode) -> ChainDriver:
 
 @pytest.fixture
 async def api(aiohttp_client, database_url: str, engine: AsyncEngine,
-              session_chain: ChainDriver) -> ApiHarness:
+              session_chain: ChainDriver) -> AsyncIterator[ApiHarness]:
     """The real application served on loopback, on this test's database, following the session chain."""
     network = local_network(session_chain.node.rpc_url, session_chain.node.chain_id, session_chain.contracts)
     settings = indexer_settings(network)
-    client = await aiohttp_client(create_app(settings, database_url))
-    return ApiHarness(client, engine, settings)
+    app = create_app(settings, database_url)
+    # Every response of every API test is checked against the served OpenAPI document.
+    violations: list = []
+    app.middlewares.insert(0, conformance_middleware(violations, settings.api.public_base_url))
+    client = await aiohttp_client(app)
+    yield ApiHarness(client, engine, settings)
+    assert not violations, "responses that break the OpenAPI document:\n" + "\n".join(map(str, violations))

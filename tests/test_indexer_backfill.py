@@ -57,3 +57,25 @@ async def test_late_addresses_are_backfilled_while_live_continues(chain: ChainDr
 async def _watch(engine):
     async with engine.connect() as conn:
         return await store.load_watch_set(conn, "local")
+
+
+async def test_watching_again_with_an_earlier_start_backfills_the_difference(engine):
+    address = "0x" + "ab" * 20
+    late, early = datetime(2026, 6, 1, tzinfo=UTC), datetime(2025, 12, 1, tzinfo=UTC)
+    async with engine.begin() as conn:
+        assert await store.add_watched_address(conn, "local", address, "counterparty", start_time=late)
+        await store.mark_live_from(conn, "local", [address], 500)
+        await store.set_start_block(conn, "local", address, 400)
+        await store.advance_backfill(conn, "local", [address], 500)
+        assert not await store.pending_backfills(conn, "local")
+        # The counterparty becomes a connected wallet with twelve months of history.
+        assert not await store.add_watched_address(conn, "local", address, "wallet", start_time=early)
+        [pending] = await store.pending_backfills(conn, "local")
+        # Watching it again with a later start changes nothing.
+        assert not await store.add_watched_address(conn, "local", address, "counterparty", start_time=late)
+    assert pending.start_time == early and pending.start_block is None
+    assert pending.backfill_next_block is None and pending.live_from_block == 500
+    async with engine.connect() as conn:
+        [row] = await store.load_watch_set(conn, "local")
+        reason = (await conn.exec_driver_sql("select reason from watched_addresses")).scalar()
+    assert row.start_time == early and reason == "counterparty"

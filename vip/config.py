@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_DIR = REPO_ROOT / "config"
+# Files under config/ with typed loaders of their own (vip.platforms), not part of Settings.
+SEPARATE_CONFIG_FILES = frozenset({"platforms.toml"})
 
 # Environment variables the service reads (all of them, in one place).
 ENV_DATABASE_URL = "DATABASE_URL"
@@ -154,7 +156,8 @@ def load_settings(
     env = os.environ if environ is None else environ
     raw: dict = {}
     for path in sorted(config_dir.glob("*.toml")):
-        raw = _deep_merge(raw, _read_toml(path))
+        if path.name not in SEPARATE_CONFIG_FILES:
+            raw = _deep_merge(raw, _read_toml(path))
     overlays = list(extra_files or [])
     overlays += [Path(p) for p in env.get(ENV_CONFIG_FILES, "").split(os.pathsep) if p]
     for path in overlays:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import simplejson
 from alembic import command
 from alembic.config import Config
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -11,8 +12,18 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 
+def _json_dumps(value: object) -> str:
+    # JSONB columns carry money and client metadata: Decimals stay exact numbers, never floats.
+    return simplejson.dumps(value, use_decimal=True)
+
+
+def _json_loads(text: str) -> object:
+    return simplejson.loads(text, use_decimal=True)
+
+
 def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
-    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True,
+                               json_serializer=_json_dumps, json_deserializer=_json_loads)
 
 
 def alembic_config(url: str) -> Config:

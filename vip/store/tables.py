@@ -308,3 +308,25 @@ rate_limit_windows = Table(
     Column("count", Integer, nullable=False),
     PrimaryKeyConstraint("bucket", "window_start"),
 )
+
+# --- balances ---------------------------------------------------------------------------------------------
+
+# Token balances of watched addresses as of an indexed block (`balanceOf` read at that block, the indexer's
+# cursor when it was read), kept current by `indexer.balances.BalanceRefresher`. `block_hash` is the hash
+# of that block, so a reorg that replaced it (even at the same height) is noticed.
+address_balances = Table(
+    "address_balances",
+    metadata,
+    Column("network", Text, nullable=False),
+    Column("address", Text, nullable=False),  # lower-case
+    Column("token", Text, nullable=False),  # symbol from config, e.g. USDC
+    Column("balance", UINT256, nullable=False),  # raw base units
+    Column("block_number", BigInteger, nullable=False),
+    Column("block_hash", Text, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    PrimaryKeyConstraint("network", "address", "token"),
+)
+
+# GET /v1/transactions?classification=...: a wallet's labels of one class, without reading all its transfers.
+Index("ix_transfer_labels_network_wallet_address_classification",
+      transfer_labels.c.network, transfer_labels.c.wallet_address, transfer_labels.c.classification)

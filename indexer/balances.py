@@ -1,0 +1,186 @@
+"""Token balances of watched addresses as of the latest indexed block, kept current by the indexer.
+
+One `BalanceRefresher` per network. Each poll it finds the watched addresses whose stored balances are
+stale, reads `balanceOf(address)` of every configured token with batched `eth_call`s at the indexer's
+cursor block (never "latest", so a balance always matches the indexed transfers), and upserts them into
+`address_balances`.
+
+A balance row is stale when:
+- a configured token has no row for the address yet;
+- a stored transfer touching the address is newer than the row's block (new activity);
+- the row's block is above the cursor: a reorg rolled the indexed data back below it;
+- the row's block is inside the header window and its stored header has another hash: a reorg replaced
+  that block, even if the follower has since re-indexed past it at the same height;
+- the row was read more than `max_age_s` ago (default one hour): a safety net for balance changes that
+  emit no Transfer (mainnet USDT's `destroyBlackFunds` burns a blacklisted balance with its own event).
+
+An address untouched since its reading keeps its row (and the older block number): its balance is still
+the balance at the cursor.
+
+Consistency with the indexed data: the batch that reads the balances also fetches the header of the
+cursor block; the result is kept only when that header's hash is the cursor's hash (the node's chain at
+that height is the one we indexed), and the write happens only if the cursor has not been rolled back
+below that block in the meantime (checked under the cursor row lock, which the follower's rollback also
+takes). Anything refused is retried on the next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import structlog
+from sqlalchemy import and_, exists, func, literal, or_, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from indexer import store
+from indexer.fetcher import InconsistentResponse
+from indexer.follower import sleep_or_stop
+from indexer.rpc import RpcClient, RpcError
+from vip import metrics
+from vip.config import NetworkConfig
+from vip.store.tables import address_balances, block_headers, token_transfers, watched_addresses
+
+log = structlog.get_logger(__name__)
+
+BALANCE_OF = "0x70a08231"  # balanceOf(address)
+# Addresses refreshed per RPC batch (each costs one eth_call per configured token).
+ADDRESSES_PER_BATCH = 50
+# Balances are read again after this long even without a new transfer.
+MAX_AGE_S = 3600.0
+
+
+def balance_of_call(token_address: str, holder: str, block: int) -> tuple[str, list]:
+    """The `eth_call` of `balanceOf(holder)` on a token at a block number."""
+    data = BALANCE_OF + holder.lower().removeprefix("0x").rjust(64, "0")
+    return "eth_call", [{"to": token_address.lower(), "data": data}, hex(block)]
+
+
+def decode_uint(result: str | None) -> int:
+    """A uint256 return value. No code at the address (`0x`: the token does not exist at that block, e.g. a
+    cursor below its deployment) reads as a zero balance."""
+    if result is None or result in ("0x", "0x0"):
+        return 0
+    if not isinstance(result, str) or not result.startswith("0x"):
+        raise InconsistentResponse(f"eth_call returned {result!r}")
+    return int(result[:66], 16)
+
+
+@dataclass(frozen=True)
+class Reading:
+    address: str
+    token: str
+    balance: int
+
+
+def stale_addresses_query(network: str, tokens: list[str], cursor_block: int, limit: int,
+                          max_age_s: float = MAX_AGE_S):
+    """Watched addresses of `network` whose balances must be (re)read at `cursor_block`."""
+    wa = watched_addresses
+    b = address_balances.alias("b")
+    mine = and_(b.c.network == network, b.c.address == wa.c.address, b.c.token.in_(tokens))
+    rows_n = select(func.count()).where(mine).scalar_subquery()
+    oldest = select(func.min(b.c.block_number)).where(mine).scalar_subquery()
+    newest_row = select(func.max(b.c.block_number)).where(mine).scalar_subquery()
+
+    def newest_transfer(column):
+        return (select(func.max(token_transfers.c.block_number))
+                .where(token_transfers.c.network == network, column == wa.c.address,
+                       token_transfers.c.block_number <= cursor_block)
+                .scalar_subquery())
+
+    newest = func.greatest(newest_transfer(token_transfers.c.from_address),
+                           newest_transfer(token_transfers.c.to_address))
+    h = block_headers.alias("h")
+    replaced = exists().where(mine, h.c.network == network, h.c.block_number == b.c.block_number,
+                              h.c.block_hash != b.c.block_hash)
+    oldest_read = select(func.min(b.c.updated_at)).where(mine).scalar_subquery()
+    expired = oldest_read < func.now() - func.make_interval(0, 0, 0, 0, 0, 0, max_age_s)
+    stale = or_(rows_n < literal(len(tokens)), newest_row > cursor_block, newest > oldest, replaced, expired)
+    return (select(wa.c.address).where(wa.c.network == network, stale)
+            .order_by(wa.c.address).limit(limit))
+
+
+class BalanceRefresher:
+    """Keeps `address_balances` of one network equal to `balanceOf` at the indexer's cursor block."""
+
+    def __init__(self, network: NetworkConfig, engine: AsyncEngine, rpc: RpcClient,
+                 batch_addresses: int = ADDRESSES_PER_BATCH, max_age_s: float = MAX_AGE_S) -> None:
+        self.network = network
+        self.name = network.name
+        self.engine = engine
+        self.rpc = rpc
+        self.batch_addresses = batch_addresses
+        self.max_age_s = max_age_s
+        self.tokens = sorted(network.tokens)  # symbols
+        self.log = log.bind(network=self.name, role="balances")
+
+    async def step(self) -> bool:
+        """Refresh one batch of stale addresses; False when there is nothing to do."""
+        if not self.tokens:
+            return False
+        async with self.engine.connect() as conn:
+            cursor = await store.load_cursor(conn, self.name)
+            if cursor is None or cursor.block_number < 0 or cursor.block_hash is None:
+                return False
+            stale = list((await conn.execute(stale_addresses_query(
+                self.name, self.tokens, cursor.block_number, self.batch_addresses,
+                self.max_age_s))).scalars())
+        if not stale:
+            return False
+        block = cursor.block_number
+        calls = [balance_of_call(self.network.tokens[token].address, address, block)
+                 for address in stale for token in self.tokens]
+        calls.append(("eth_getBlockByNumber", [hex(block), False]))
+        results = await self.rpc.batch(calls)
+        header = results.pop()
+        if header is None or str(header.get("hash", "")).lower() != cursor.block_hash:
+            # The node's block at our cursor is not the one we indexed (a reorg the follower has not
+            # repaired yet, or a lagging node): read again once the follower has caught up.
+            self.log.info("cursor block differs on the node; balances wait", block=block)
+            return False
+        readings = [Reading(address, token, decode_uint(results[i * len(self.tokens) + j]))
+                    for i, address in enumerate(stale) for j, token in enumerate(self.tokens)]
+        return await self._store(readings, block, cursor.block_hash)
+
+    async def _store(self, readings: list[Reading], block: int, block_hash: str) -> bool:
+        async with self.engine.begin() as conn:
+            # Serialise with the follower's rollbacks (they lock the cursor row too).
+            now = await store.load_cursor(conn, self.name, lock=True)
+            if now is None or now.block_number < block:
+                self.log.info("cursor rolled back while balances were read; retrying", block=block)
+                return True
+            stmt = pg_insert(address_balances).values([
+                {"network": self.name, "address": r.address, "token": r.token, "balance": r.balance,
+                 "block_number": block, "block_hash": block_hash} for r in readings])
+            current = address_balances.c
+            await conn.execute(stmt.on_conflict_do_update(
+                index_elements=[current.network, current.address, current.token],
+                set_={"balance": stmt.excluded.balance, "block_number": stmt.excluded.block_number,
+                      "block_hash": stmt.excluded.block_hash, "updated_at": func.now()},
+                # Never replace a newer reading with an older one, unless that one is above the cursor.
+                where=or_(current.block_number <= stmt.excluded.block_number,
+                          current.block_number > now.block_number)))
+        return True
+
+    async def run(self, stop: asyncio.Event) -> None:
+        failures = 0
+        while not stop.is_set():
+            try:
+                worked = await self.step()
+                failures = 0
+            except (RpcError, InconsistentResponse, OSError) as exc:
+                failures += 1
+                metrics.FOLLOWER_ERRORS.labels(self.name, "balances_" + type(exc).__name__).inc()
+                self.log.warning("balance refresh failed", error=str(exc)[:300], failures=failures)
+                await sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))
+                continue
+            except Exception as exc:
+                failures += 1
+                metrics.FOLLOWER_ERRORS.labels(self.name, "balances_" + type(exc).__name__).inc()
+                self.log.exception("balance refresh crashed", failures=failures)
+                await sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))
+                continue
+            if not worked:
+                await sleep_or_stop(stop, self.network.poll_interval_s)
