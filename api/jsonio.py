@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 import simplejson
@@ -28,9 +28,15 @@ def usd(value: Decimal) -> Decimal:
     return quantised.normalize() if quantised != quantised.to_integral() else quantised.quantize(Decimal(1))
 
 
+_EXACT = Context(prec=100)  # more digits than any uint256 has
+
+
 def token_units(raw: int, decimals: int) -> Decimal:
-    """Base units -> token units (exact)."""
-    return (Decimal(raw) / (Decimal(10) ** decimals)).normalize() if raw else Decimal(0)
+    """Base units -> token units, exact for any uint256, never written with an exponent (10, not 1E+1)."""
+    if raw == 0:
+        return Decimal(0)
+    value = Decimal(raw).scaleb(-decimals, _EXACT).normalize(_EXACT)
+    return value.quantize(Decimal(1), context=_EXACT) if value.as_tuple().exponent > 0 else value
 
 
 def dumps(obj: Any) -> str:

@@ -85,21 +85,22 @@ async def access(request: web.Request, handler) -> web.StreamResponse:
     limits = request.app[SETTINGS].api.rate_limits
     principal = None
     auth_error: ApiError | None = None
-    if required is not None:
-        header = request.headers.get("Authorization", "")
-        match = _BEARER.match(header)
-        if not header:
-            auth_error = Unauthorized("missing API key: send Authorization: Bearer <key>")
-        elif match is None:
-            auth_error = Unauthorized("malformed Authorization header: expected Bearer <key>")
-        else:
-            async with engine.begin() as conn:
-                principal = await keys.authenticate(conn, match.group(1))
+    header = request.headers.get("Authorization", "")
+    match = _BEARER.match(header)
+    if required is not None and not header:
+        auth_error = Unauthorized("missing API key: send Authorization: Bearer <key>")
+    elif required is not None and match is None:
+        auth_error = Unauthorized("malformed Authorization header: expected Bearer <key>")
+    # One connection, autocommit: each statement commits on its own, so the shared rate-limit row is
+    # locked for one statement, not across a round trip.
+    async with engine.connect() as conn:
+        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+        if required is not None and match is not None:
+            principal = await keys.authenticate(conn, match.group(1))
             if principal is None:
                 auth_error = Unauthorized("unknown or revoked API key")
-    bucket, limit = ratelimit.bucket_for(request.path, principal and principal.key_id,
-                                         request.query.get("user_id"), _client(request), limits)
-    async with engine.begin() as conn:
+        bucket, limit = ratelimit.bucket_for(request.path, principal and principal.key_id,
+                                             request.query.get("user_id"), _client(request), limits)
         decision = await ratelimit.count_request(conn, bucket, limit)
     request[RATE_HEADERS] = decision.headers()
     if not decision.allowed:

@@ -46,7 +46,6 @@ import hmac
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Context, Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -67,7 +66,7 @@ from sqlalchemy import (
 from sqlalchemy.sql import Select
 
 from api.errors import ValidationFailed
-from api.jsonio import iso
+from api.jsonio import iso, token_units
 from vip.config import Settings
 from vip.store.tables import connections, token_transfers, transfer_labels, wallets
 
@@ -75,7 +74,6 @@ from vip.store.tables import connections, token_transfers, transfer_labels, wall
 FILTERED_CLASSES = ("wash_trade", "circular")
 LISTED_CLASSES = ("verified_income", "p2p", "dex_trade", "unknown")
 DEFAULT_DECIMALS = 6  # USDC and USDT on every configured network; used only for a token no longer configured
-_EXACT = Context(prec=200)  # a uint256 has at most 78 digits: every conversion below is exact
 
 
 @dataclass(frozen=True)
@@ -298,15 +296,6 @@ def checksummed(address: str) -> str:
     return "0x" + "".join(c.upper() if d in "89abcdef" else c for c, d in zip(body, digest, strict=False))
 
 
-def exact_units(raw: int, decimals: int) -> Decimal:
-    """Base units -> token units, exact for any uint256 (no context rounding), without an exponent in the
-    JSON text (1E+1 is written 10)."""
-    if raw == 0:
-        return Decimal(0)
-    value = Decimal(raw).scaleb(-decimals, _EXACT).normalize(_EXACT)
-    return value.quantize(Decimal(1), context=_EXACT) if value.as_tuple().exponent > 0 else value
-
-
 def transaction_id(network: str, tx_hash: str, log_index: int, wallet_id: str) -> str:
     """Deterministic and stable: the same (transfer, wallet) always has the same id."""
     digest = hashlib.sha256(f"{network}|{tx_hash}|{log_index}|{wallet_id}".encode()).hexdigest()
@@ -342,7 +331,7 @@ def transactions_json(rows, user_id: str, settings: Settings) -> list[dict[str, 
             "from_address": checksummed(row.from_address),
             "to_address": checksummed(row.to_address),
             "token": row.token,
-            "amount": exact_units(int(row.amount), scale),
+            "amount": token_units(int(row.amount), scale),
             "network": row.network,
             "classification": row.classification,
             "fraud_flags": list(row.fraud_flags or ()),

@@ -23,11 +23,11 @@ from sqlalchemy import insert, text, update
 
 from api import keys
 from api.app import create_app
+from api.jsonio import token_units
 from api.transactions_query import (
     Filters,
     Position,
     checksummed,
-    exact_units,
     transaction_id,
     transactions_query,
 )
@@ -175,11 +175,11 @@ async def scenario(api, rows: list[dict]) -> None:
 
 # --- pure helpers ---------------------------------------------------------------------------------------
 
-def test_exact_units_and_checksums():
-    assert [str(exact_units(raw, 6)) for raw in (0, 1, 10**6, 10**7, 123_450_000, 10**18 + 1)] == [
+def test_token_units_and_checksums():
+    assert [str(token_units(raw, 6)) for raw in (0, 1, 10**6, 10**7, 123_450_000, 10**18 + 1)] == [
         "0", "0.000001", "1", "10", "123.45", "1000000000000.000001"]
-    assert str(exact_units(UINT256_MAX, 6)) == str(UINT256_MAX)[:-6] + "." + str(UINT256_MAX)[-6:]
-    assert str(exact_units(UINT256_MAX, 18)) == str(UINT256_MAX)[:-18] + "." + str(UINT256_MAX)[-18:]
+    assert str(token_units(UINT256_MAX, 6)) == str(UINT256_MAX)[:-6] + "." + str(UINT256_MAX)[-6:]
+    assert str(token_units(UINT256_MAX, 18)) == str(UINT256_MAX)[:-18] + "." + str(UINT256_MAX)[-18:]
     rng = random.Random(3)
     for _ in range(200):
         address = "0x" + rng.randbytes(20).hex()

@@ -21,10 +21,10 @@ from sqlalchemy.sql import Select
 
 from api.context import ENGINE, SETTINGS, principal, requires
 from api.errors import ValidationFailed
-from api.jsonio import iso, json_response
+from api.jsonio import iso, json_response, token_units
 from api.routes.users import load_user
 from api.serializers import address_out
-from api.transactions_query import exact_units, token_decimals
+from api.transactions_query import token_decimals
 from api.validation import Query, read_query
 from vip.config import Settings
 from vip.store.tables import address_balances, connections, token_transfers, wallets
@@ -77,7 +77,7 @@ def wallets_query(user_id: str, network: str | None) -> Select:
 def wallet_json(row, settings: Settings) -> dict[str, Any]:
     def balance(token: str):
         raw = getattr(row, f"{token.lower()}_raw")
-        return exact_units(int(raw or 0), token_decimals(settings, row.network, token))
+        return token_units(int(raw or 0), token_decimals(settings, row.network, token))
 
     return {
         "id": row.id,
