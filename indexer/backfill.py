@@ -11,10 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from indexer import store
 from indexer.decode import BlockHeader, TokenLog
-from indexer.fetcher import InconsistentResponse, LogFetcher
-from indexer.follower import sleep_or_stop
+from indexer.fetcher import LogFetcher
+from indexer.loop import run_steps
 from indexer.progress import Progress
-from indexer.rpc import RpcError
 from indexer.store import WatchedAddress
 from vip import metrics
 from vip.config import NetworkConfig
@@ -126,22 +125,5 @@ class Backfiller:
         return True
 
     async def run(self, stop: asyncio.Event) -> None:
-        failures = 0
-        while not stop.is_set():
-            try:
-                worked = await self.step()
-                failures = 0
-            except (RpcError, InconsistentResponse, OSError) as exc:
-                failures += 1
-                metrics.FOLLOWER_ERRORS.labels(self.name, "backfill_" + type(exc).__name__).inc()
-                self.log.warning("backfill step failed", error=str(exc)[:300], failures=failures)
-                await sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))
-                continue
-            except Exception as exc:
-                failures += 1
-                metrics.FOLLOWER_ERRORS.labels(self.name, "backfill_" + type(exc).__name__).inc()
-                self.log.exception("backfill step crashed", failures=failures)
-                await sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))
-                continue
-            if not worked:
-                await sleep_or_stop(stop, self.network.poll_interval_s)
+        await run_steps(self.step, stop, network=self.name, task="backfill",
+                        idle_s=self.network.poll_interval_s, log=self.log)

@@ -36,9 +36,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from indexer import store
 from indexer.fetcher import InconsistentResponse
-from indexer.follower import sleep_or_stop
-from indexer.rpc import RpcClient, RpcError
-from vip import metrics
+from indexer.loop import run_steps
+from indexer.rpc import RpcClient
 from vip.config import NetworkConfig
 from vip.store.tables import address_balances, block_headers, token_transfers, watched_addresses
 
@@ -165,22 +164,5 @@ class BalanceRefresher:
         return True
 
     async def run(self, stop: asyncio.Event) -> None:
-        failures = 0
-        while not stop.is_set():
-            try:
-                worked = await self.step()
-                failures = 0
-            except (RpcError, InconsistentResponse, OSError) as exc:
-                failures += 1
-                metrics.FOLLOWER_ERRORS.labels(self.name, "balances_" + type(exc).__name__).inc()
-                self.log.warning("balance refresh failed", error=str(exc)[:300], failures=failures)
-                await sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))
-                continue
-            except Exception as exc:
-                failures += 1
-                metrics.FOLLOWER_ERRORS.labels(self.name, "balances_" + type(exc).__name__).inc()
-                self.log.exception("balance refresh crashed", failures=failures)
-                await sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))
-                continue
-            if not worked:
-                await sleep_or_stop(stop, self.network.poll_interval_s)
+        await run_steps(self.step, stop, network=self.name, task="balances",
+                        idle_s=self.network.poll_interval_s, log=self.log)

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from indexer import store
 from indexer.decode import BlockHeader, parse_header
 from indexer.fetcher import FetchedRange, LogFetcher, ReorgDetected
+from indexer.loop import sleep_or_stop
 from indexer.progress import Progress
 from indexer.ranges import finalized_block
 from indexer.reorg import first_common_block, header_window_start
@@ -324,10 +325,3 @@ async def _cancel(task: asyncio.Task) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await task
-
-
-async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    try:
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
-    except TimeoutError:
-        pass

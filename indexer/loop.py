@@ -1,0 +1,39 @@
+"""The run loop shared by the daemon's background tasks (backfills, balances): step until stopped,
+wait a poll when idle, back off on errors without ever dying."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from indexer.rpc import RpcError
+from vip import metrics
+
+EXPECTED_FAILURES = (RpcError, OSError)
+
+
+async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+
+
+async def run_steps(step: Callable[[], Awaitable[bool]], stop: asyncio.Event, *, network: str, task: str,
+                    idle_s: float, log) -> None:
+    """Call `step` until `stop`; it returns False when there was nothing to do."""
+    failures = 0
+    while not stop.is_set():
+        try:
+            worked = await step()
+            failures = 0
+        except Exception as exc:
+            failures += 1
+            metrics.FOLLOWER_ERRORS.labels(network, f"{task}_{type(exc).__name__}").inc()
+            if isinstance(exc, EXPECTED_FAILURES):
+                log.warning(f"{task} step failed", error=str(exc)[:300], failures=failures)
+            else:
+                log.exception(f"{task} step crashed", failures=failures)
+            await sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))
+            continue
+        if not worked:
+            await sleep_or_stop(stop, idle_s)
