@@ -40,35 +40,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import json
 import logging
 import os
 import platform
 import random
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import aiohttp
 import psutil
 import psycopg
 from aiohttp import web
-from sqlalchemy.engine import make_url
+from benchdb import throwaway_database
 
 from api import keys
 from api.app import create_app
 from api.transactions_query import Filters, Position, encode_cursor, transactions_query
 from vip.config import REPO_ROOT, ApiConfig, NetworkConfig, RateLimitConfig, Settings, TokenConfig
-from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
 from vip.ids import new_id
 from vip.logging import configure_logging
-from vip.store.engine import create_engine, migrate
+from vip.store.engine import create_engine
 
 GOAL_P99_MS = 50.0
 NETWORK = "ethereum"
@@ -96,12 +91,6 @@ def serve(port: int, url: str) -> None:
 
 def hex_bytes(rng: random.Random, n: int) -> str:
     return "0x" + rng.randbytes(n).hex()
-
-
-def pg_admin(server_url: str, sql: str) -> None:
-    url = make_url(server_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql)
 
 
 def seed(pg_url: str, settings, transfers: int, noise: int, seed_value: int, key_count: int = 1) -> dict:
@@ -339,57 +328,41 @@ def main() -> None:
         serve(args.serve, args.database_url)
         return
 
-    tmp = Path(tempfile.mkdtemp(prefix="vip-bench-api-"))
-    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
-    database = f"vip_bench_api_{os.getpid()}"
-    server_url = to_sqlalchemy_url(args.database_url) if args.database_url else None
-    source = "DATABASE_URL / --database-url" if server_url else "embedded pgserver (temp dir)"
     settings = bench_settings()
     servers: list[subprocess.Popen] = []
-    try:
-        server_url = server_url or embedded_postgres_url(tmp / "pg")
-        pg_admin(server_url, f"CREATE DATABASE {database}")
-        url = make_url(server_url).set(database=database).render_as_string(hide_password=False)
-        pg_url = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-        migrate(url)
-        with psycopg.connect(pg_url) as conn:
-            pg = {k: conn.execute(f"SHOW {k}").fetchone()[0]
-                  for k in ("server_version", "shared_buffers", "synchronous_commit", "max_connections")}
-        started = time.perf_counter()
-        data = seed(pg_url, settings, args.transfers, args.noise, args.seed, args.keys)
-        print(f"seeded {data['rows']:,} transfers ({len(data['positions']):,} of the wallet, "
-              f"{data['labels']:,} labelled), blocks {data['blocks'][0]:,}-{data['blocks'][1]:,}, "
-              f"in {time.perf_counter() - started:.1f}s", flush=True)
-        if args.explain:
-            asyncio.run(explain(url, data, settings))
+    shown = ("server_version", "shared_buffers", "synchronous_commit", "max_connections")
+    with throwaway_database(args.database_url, "vip-bench-api", shown) as db:
+        try:
+            url, pg_url, tmp, source, pg = db.url, db.pg_url, db.tmp, db.source, db.settings
+            started = time.perf_counter()
+            data = seed(pg_url, settings, args.transfers, args.noise, args.seed, args.keys)
+            print(f"seeded {data['rows']:,} transfers ({len(data['positions']):,} of the wallet, "
+                  f"{data['labels']:,} labelled), blocks {data['blocks'][0]:,}-{data['blocks'][1]:,}, "
+                  f"in {time.perf_counter() - started:.1f}s", flush=True)
+            if args.explain:
+                asyncio.run(explain(url, data, settings))
 
-        if args.in_process:
-            mode = "in-process (client and server share one event loop)"
-            result = asyncio.run(in_process(settings, url, free_port(), data, args))
-        else:
-            mode = f"{args.servers} API subprocess(es); load generator in this process"
-            ports = [free_port() for _ in range(args.servers)]
-            log = open(tmp / "serve.log", "ab")  # handed to the children
-            for port in ports:
-                servers.append(subprocess.Popen(
-                    [sys.executable, __file__, "--serve", str(port), "--database-url", url],
-                    stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT))
-            result = run_load([f"http://127.0.0.1:{p}" for p in ports], data, settings, args,
-                              [s.pid for s in servers])
-    finally:
-        for server in servers:
-            server.terminate()
-        for server in servers:
-            try:
-                server.wait(10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-        if server_url and args.database_url:
-            pg_admin(server_url, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
-        if not args.database_url and (tmp / "pg").exists():
-            import pgserver
-            pgserver.get_server(tmp / "pg").cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)
+            if args.in_process:
+                mode = "in-process (client and server share one event loop)"
+                result = asyncio.run(in_process(settings, url, free_port(), data, args))
+            else:
+                mode = f"{args.servers} API subprocess(es); load generator in this process"
+                ports = [free_port() for _ in range(args.servers)]
+                log = open(tmp / "serve.log", "ab")  # handed to the children
+                for port in ports:
+                    servers.append(subprocess.Popen(
+                        [sys.executable, __file__, "--serve", str(port), "--database-url", url],
+                        stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT))
+                result = run_load([f"http://127.0.0.1:{p}" for p in ports], data, settings, args,
+                                  [s.pid for s in servers])
+        finally:
+            for server in servers:
+                server.terminate()
+            for server in servers:
+                try:
+                    server.wait(10)
+                except subprocess.TimeoutExpired:
+                    server.kill()
 
     lat = [x * 1000 for x in result["latencies"]]
     n = len(lat)

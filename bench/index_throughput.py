@@ -29,25 +29,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import cProfile
 import json
 import logging
 import os
 import platform
-import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import psutil
 import psycopg
 import requests
+from benchdb import throwaway_database
 from eth_abi import encode
 from eth_utils import keccak
 from sqlalchemy import func, select
-from sqlalchemy.engine import make_url
 from web3 import Web3
 
 from indexer.daemon import build_network_tasks, tune_runtime
@@ -58,9 +55,8 @@ from indexer.store import copy_text
 from vip.config import IndexerConfig, NetworkConfig, RpcConfig, Settings, TokenConfig
 from vip.devstack.anvil import anvil_binary, start_anvil
 from vip.devstack.deploy import deploy_local_contracts
-from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
 from vip.logging import configure_logging
-from vip.store.engine import create_engine, migrate
+from vip.store.engine import create_engine
 from vip.store.tables import token_approvals, token_transfers
 
 GOAL = 0.60
@@ -225,12 +221,6 @@ def raw_copy(pg_url: str, network: NetworkConfig, batches: list,
     return total_s, format_s, rows
 
 
-def pg_admin(server_url: str, sql: str) -> None:
-    url = make_url(server_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--logs", type=int, default=200_000, help="Transfer logs to generate")
@@ -243,63 +233,48 @@ def main() -> None:
     args = parser.parse_args()
     configure_logging("console", logging.INFO)  # as `vip index` does: the per-range debug lines are off
 
-    tmp = Path(tempfile.mkdtemp(prefix="vip-bench-"))
-    # Registered before pgserver's own exit hook (which rewrites its runtime files there), so it runs after.
-    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
-    database = f"vip_bench_{os.getpid()}"
-    server_url = to_sqlalchemy_url(args.database_url) if args.database_url else None
-    source = "DATABASE_URL / --database-url" if server_url else "embedded pgserver (temp dir)"
     node = None
-    try:
-        server_url = server_url or embedded_postgres_url(tmp / "pg")
-        pg_admin(server_url, f"CREATE DATABASE {database}")
-        url = make_url(server_url).set(database=database).render_as_string(hide_password=False)
-        pg_url = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-        migrate(url)
-        with psycopg.connect(pg_url) as conn:
-            pg = {k: conn.execute(f"SHOW {k}").fetchone()[0]
-                  for k in ("server_version", "shared_buffers", "synchronous_commit", "fsync")}
+    shown = ("server_version", "shared_buffers", "synchronous_commit", "fsync")
+    with throwaway_database(args.database_url, "vip-bench", shown) as db:
+        try:
+            url, pg_url, source, pg = db.url, db.pg_url, db.source, db.settings
+            node = start_anvil(extra_args=["--gas-limit", "1000000000"])
+            w3 = Web3(Web3.HTTPProvider(node.rpc_url, request_kwargs={"timeout": 60}))
+            accounts = node.call("eth_accounts")
+            contracts = deploy_local_contracts(w3, node.private_keys[0],
+                                               Web3.to_checksum_address(accounts[1]),
+                                               Web3.to_checksum_address(accounts[0]))
+            t0 = time.perf_counter()
+            head = generate(Rpc(node.rpc_url), contracts, args.logs, args.per_block)
+            gen_s = time.perf_counter() - t0
+            print(f"generated {args.logs:,} transfer logs up to block {head:,} in {gen_s:.1f}s", flush=True)
 
-        node = start_anvil(extra_args=["--gas-limit", "1000000000"])
-        w3 = Web3(Web3.HTTPProvider(node.rpc_url, request_kwargs={"timeout": 60}))
-        accounts = node.call("eth_accounts")
-        contracts = deploy_local_contracts(w3, node.private_keys[0], Web3.to_checksum_address(accounts[1]),
-                                           Web3.to_checksum_address(accounts[0]))
-        t0 = time.perf_counter()
-        head = generate(Rpc(node.rpc_url), contracts, args.logs, args.per_block)
-        gen_s = time.perf_counter() - t0
-        print(f"generated {args.logs:,} transfer logs up to block {head:,} in {gen_s:.1f}s", flush=True)
+            network = NetworkConfig(
+                name="bench", chain_id=node.chain_id, rpc_url=node.rpc_url, local=True, finality_depth=5,
+                max_block_range=args.range, initial_block_range=args.range, mode="all", start_block=0,
+                tokens={"USDC": TokenConfig(address=contracts.usdc),
+                        "USDT": TokenConfig(address=contracts.usdt)})
+            settings = Settings(networks={"bench": network},
+                                rpc=RpcConfig(timeout_s=120, max_requests_per_s=100_000,
+                                              min_requests_per_s=1000),
+                                indexer=IndexerConfig())
+            ranges = [(s, min(s + args.range - 1, head)) for s in range(0, head + 1, args.range)]
 
-        network = NetworkConfig(
-            name="bench", chain_id=node.chain_id, rpc_url=node.rpc_url, local=True, finality_depth=5,
-            max_block_range=args.range, initial_block_range=args.range, mode="all", start_block=0,
-            tokens={"USDC": TokenConfig(address=contracts.usdc), "USDT": TokenConfig(address=contracts.usdt)})
-        settings = Settings(networks={"bench": network},
-                            rpc=RpcConfig(timeout_s=120, max_requests_per_s=100_000, min_requests_per_s=1000),
-                            indexer=IndexerConfig())
-        ranges = [(s, min(s + args.range - 1, head)) for s in range(0, head + 1, args.range)]
-
-        tune_runtime()  # as `vip index` does
-        cpu = [cpu_seconds(node.process.pid)]
-        ix = asyncio.run(run_indexer(settings, network, url, args.profile))
-        cpu.append(cpu_seconds(node.process.pid))
-        fetch_s, decode_s, batches, timestamps = asyncio.run(raw_fetch(settings, network, ranges))
-        cpu.append(cpu_seconds(node.process.pid))
-        fetched = sum(map(len, batches))
-        copy_s, format_s, copied = raw_copy(pg_url, network, batches, timestamps)
-        cpu.append(cpu_seconds(node.process.pid))
-        if not ix["logs"] == fetched == copied or ix["steps"] != len(ranges):
-            raise RuntimeError(f"mismatch: indexer {ix['logs']} rows in {ix['steps']} steps, fetched "
-                               f"{fetched} in {len(ranges)} ranges, copied {copied}")
-    finally:
-        if node is not None:
-            node.stop()
-        if server_url and args.database_url:
-            pg_admin(server_url, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
-        if not args.database_url and (tmp / "pg").exists():
-            import pgserver
-            pgserver.get_server(tmp / "pg").cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)
+            tune_runtime()  # as `vip index` does
+            cpu = [cpu_seconds(node.process.pid)]
+            ix = asyncio.run(run_indexer(settings, network, url, args.profile))
+            cpu.append(cpu_seconds(node.process.pid))
+            fetch_s, decode_s, batches, timestamps = asyncio.run(raw_fetch(settings, network, ranges))
+            cpu.append(cpu_seconds(node.process.pid))
+            fetched = sum(map(len, batches))
+            copy_s, format_s, copied = raw_copy(pg_url, network, batches, timestamps)
+            cpu.append(cpu_seconds(node.process.pid))
+            if not ix["logs"] == fetched == copied or ix["steps"] != len(ranges):
+                raise RuntimeError(f"mismatch: indexer {ix['logs']} rows in {ix['steps']} steps, fetched "
+                                   f"{fetched} in {len(ranges)} ranges, copied {copied}")
+        finally:
+            if node is not None:
+                node.stop()
 
     rate = {"indexer": ix["logs"] / ix["seconds"], "fetch": fetched / fetch_s,
             "fetch+decode": fetched / (fetch_s + decode_s), "copy": copied / copy_s}

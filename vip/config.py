@@ -132,11 +132,11 @@ class Settings(_Strict):
         return self.networks[name]
 
 
-def _deep_merge(base: dict, overlay: Mapping) -> dict:
+def deep_merge(base: dict, overlay: Mapping) -> dict:
     merged = dict(base)
     for key, value in overlay.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
+            merged[key] = deep_merge(merged[key], value)
         else:
             merged[key] = value
     return merged
@@ -157,11 +157,11 @@ def load_settings(
     raw: dict = {}
     for path in sorted(config_dir.glob("*.toml")):
         if path.name not in SEPARATE_CONFIG_FILES:
-            raw = _deep_merge(raw, _read_toml(path))
+            raw = deep_merge(raw, _read_toml(path))
     overlays = list(extra_files or [])
     overlays += [Path(p) for p in env.get(ENV_CONFIG_FILES, "").split(os.pathsep) if p]
     for path in overlays:
-        raw = _deep_merge(raw, _read_toml(path))
+        raw = deep_merge(raw, _read_toml(path))
 
     for network in raw.get("networks", {}).values():
         var = network.get("rpc_url_env")

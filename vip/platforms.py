@@ -20,7 +20,8 @@ from typing import Any, Literal
 from eth_utils import is_address
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from vip.config import REPO_ROOT, deep_merge
+
 DEFAULT_PLATFORMS_FILE = REPO_ROOT / "config" / "platforms.toml"
 
 PLATFORM_ID = re.compile(r"^[a-z0-9_-]{2,40}$")
@@ -100,16 +101,6 @@ class _PlatformsFile(BaseModel):
     platforms: dict[str, PlatformConfig]
 
 
-def _merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in overlay.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def load_platforms(
     path: Path = DEFAULT_PLATFORMS_FILE,
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
@@ -131,7 +122,7 @@ def load_platforms(
     for pid, fields in (overrides or {}).items():
         if pid not in raw.get("platforms", {}):
             raise ValueError(f"override for unknown platform {pid!r}")
-        raw["platforms"][pid] = _merge(raw["platforms"][pid], fields)
+        raw["platforms"][pid] = deep_merge(raw["platforms"][pid], fields)
     parsed = _PlatformsFile.model_validate(raw)
     registry: dict[str, PlatformConfig] = {}
     for pid, platform in parsed.platforms.items():

@@ -1,0 +1,61 @@
+"""A throw-away, migrated database for a benchmark run: on the server named by a URL (created and
+dropped there), or on an embedded pgserver in a temporary directory (stopped and deleted)."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
+from vip.store.engine import migrate
+
+
+@dataclass(frozen=True)
+class BenchDatabase:
+    url: str  # SQLAlchemy (postgresql+psycopg)
+    pg_url: str  # plain libpq, for psycopg
+    source: str  # what the figures ran on
+    tmp: Path  # scratch directory of this run
+    settings: dict[str, str]  # server settings worth printing beside the figures
+
+
+def pg_admin(server_url: str, sql: str) -> None:
+    url = make_url(server_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+@contextmanager
+def throwaway_database(database_url: str | None, name: str, show: tuple[str, ...]) -> Iterator[BenchDatabase]:
+    tmp = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    # Registered before pgserver's own exit hook (which rewrites its runtime files there), so it runs after.
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    database = f"{name.replace('-', '_')}_{os.getpid()}"
+    server_url = to_sqlalchemy_url(database_url) if database_url else None
+    source = "DATABASE_URL / --database-url" if server_url else "embedded pgserver (temp dir)"
+    try:
+        server_url = server_url or embedded_postgres_url(tmp / "pg")
+        pg_admin(server_url, f"CREATE DATABASE {database}")
+        url = make_url(server_url).set(database=database).render_as_string(hide_password=False)
+        pg_url = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        migrate(url)
+        with psycopg.connect(pg_url) as conn:
+            settings = {k: conn.execute(f"SHOW {k}").fetchone()[0] for k in show}
+        yield BenchDatabase(url, pg_url, source, tmp, settings)
+    finally:
+        if server_url and database_url:
+            pg_admin(server_url, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        if not database_url and (tmp / "pg").exists():
+            import pgserver
+
+            pgserver.get_server(tmp / "pg").cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
