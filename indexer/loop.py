@@ -1,4 +1,4 @@
-"""The run loop shared by the daemon's background tasks (backfills, balances): step until stopped,
+"""The run loop shared by the daemon's background tasks (backfills, balances, jobs): step until stopped,
 wait a poll when idle, back off on errors without ever dying."""
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), timeout=seconds)
 
 
-async def run_steps(step: Callable[[], Awaitable[bool]], stop: asyncio.Event, *, network: str, task: str,
-                    idle_s: float, log) -> None:
-    """Call `step` until `stop`; it returns False when there was nothing to do."""
+async def run_steps(step: Callable[[], Awaitable[bool]], stop: asyncio.Event, *, network: str | None,
+                    task: str, idle_s: float, log) -> None:
+    """Call `step` until `stop`; it returns False when there was nothing to do. Failures count in the
+    network's follower errors, or for a job not bound to one network (`network=None`) in the job errors."""
     failures = 0
     while not stop.is_set():
         try:
@@ -28,7 +29,10 @@ async def run_steps(step: Callable[[], Awaitable[bool]], stop: asyncio.Event, *,
             failures = 0
         except Exception as exc:
             failures += 1
-            metrics.FOLLOWER_ERRORS.labels(network, f"{task}_{type(exc).__name__}").inc()
+            if network is None:
+                metrics.JOB_ERRORS.labels(task, type(exc).__name__).inc()
+            else:
+                metrics.FOLLOWER_ERRORS.labels(network, f"{task}_{type(exc).__name__}").inc()
             if isinstance(exc, EXPECTED_FAILURES):
                 log.warning(f"{task} step failed", error=str(exc)[:300], failures=failures)
             else:

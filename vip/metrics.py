@@ -49,3 +49,34 @@ RPC_ERRORS = Counter("rpc_errors_total", "JSON-RPC failures by kind", ["network"
 RPC_LATENCY = Histogram("rpc_request_seconds", "JSON-RPC request latency", ["network", "method"],
                         namespace=NAMESPACE,
                         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+
+# --- jobs (rows in PostgreSQL taken with FOR UPDATE SKIP LOCKED) ----------------------------------------
+JOB_OLDEST_PENDING = Gauge("jobs_oldest_pending_seconds",
+                           "Age of the oldest job waiting to be worked, by job kind (0 when none)", ["job"],
+                           namespace=NAMESPACE)
+JOB_ERRORS = Counter("job_errors_total", "Job worker steps that failed, by job kind and error class",
+                     ["job", "kind"], namespace=NAMESPACE)
+
+# --- verification -----------------------------------------------------------------------------------------
+VIP_REPORTS = Counter("vip_reports_generated_total", "VIP reports finished, by final status", ["status"],
+                      namespace=NAMESPACE)
+VIP_GENERATION_SECONDS = Histogram("vip_generation_seconds", "Time to generate one VIP report",
+                                   namespace=NAMESPACE, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+
+# --- disbursement -----------------------------------------------------------------------------------------
+CHARGES = Counter("charges_total", "Charges finished, by network and outcome (succeeded, failed)",
+                  ["network", "outcome"], namespace=NAMESPACE)
+CHARGE_SECONDS = Histogram("charge_execution_seconds", "Charge request to mined receipt", ["network"],
+                           namespace=NAMESPACE, buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
+PAYMENT_INTENTS = Counter("payment_intents_total", "Payment intent transitions, by network and new status",
+                          ["network", "status"], namespace=NAMESPACE)
+
+# --- webhooks -----------------------------------------------------------------------------------------------
+WEBHOOK_DELIVERIES = Counter("webhook_deliveries_total",
+                             "Delivery attempts by event type and outcome (delivered, retrying, failed)",
+                             ["event_type", "outcome"], namespace=NAMESPACE)
+WEBHOOK_ATTEMPT_SECONDS = Histogram("webhook_attempt_seconds", "Latency of one delivery attempt",
+                                    namespace=NAMESPACE, buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+WEBHOOK_OLDEST_UNDELIVERED = Gauge("webhook_oldest_undelivered_seconds",
+                                   "Age of the oldest event with a delivery still due (0 when none)",
+                                   namespace=NAMESPACE)
