@@ -12,8 +12,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
-from api import ratelimit
-from api.context import CLOCK, ENGINE, HTTP, SETTINGS, public
+from api import keys, ratelimit
+from api.context import CLOCK, ENGINE, HTTP, KEY_CACHE, SETTINGS, public
 from api.jsonio import iso, json_response
 from api.middleware import access, idempotency, request_context
 from api.routes import (
@@ -62,9 +62,12 @@ async def _prune_rate_limits(app: web.Application) -> None:
 def create_app(settings: Settings, database_url: str) -> web.Application:
     app = web.Application(middlewares=[request_context, access, idempotency], client_max_size=MAX_BODY_BYTES)
     app[SETTINGS] = settings
+    app[KEY_CACHE] = keys.PrincipalCache(settings.api.key_cache_s)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
-        app[ENGINE] = create_engine(database_url)
+        # No pre-ping: it costs a round trip per checkout on every request. A connection the server
+        # dropped fails one request, and SQLAlchemy then discards the whole pool (see docs/operations.md).
+        app[ENGINE] = create_engine(database_url, pre_ping=False)
         app[CLOCK] = clock_for(settings)
         app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
         housekeeping = asyncio.create_task(_prune_rate_limits(app))

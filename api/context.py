@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import ClientSession, web
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.keys import Principal
+from api.keys import Principal, PrincipalCache
 from vip.clock import Clock
 from vip.config import Settings
 
@@ -13,6 +13,7 @@ SETTINGS = web.AppKey("settings", Settings)
 ENGINE = web.AppKey("engine", AsyncEngine)
 CLOCK = web.AppKey("clock", Clock)
 HTTP = web.AppKey("http", ClientSession)  # outbound HTTP (platform OAuth and data pulls)
+KEY_CACHE = web.AppKey("key_cache", PrincipalCache)
 
 PRINCIPAL = web.RequestKey("principal", Principal)  # set by the access middleware
 REQUEST_ID = web.RequestKey("request_id", str)

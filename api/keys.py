@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -104,3 +105,36 @@ async def authenticate(conn: AsyncConnection, secret: str) -> Principal | None:
         (api_keys.c.last_used_at.is_(None)) | (api_keys.c.last_used_at < func.now() - LAST_USED_PRECISION),
     ).values(last_used_at=func.now()))
     return Principal(row.organisation_id, row.id, frozenset(row.scopes))
+
+
+class PrincipalCache:
+    """Recently authenticated keys, per API process, for `ttl_s` seconds: a hit skips the database.
+    Revoking through this process's admin endpoint forgets the key at once; a revocation made elsewhere
+    (the CLI, another API process) takes effect within `ttl_s`. Unknown keys are never cached."""
+
+    MAX_ENTRIES = 10_000
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self._entries: dict[str, tuple[Principal, float]] = {}
+
+    def get(self, secret_hash: str) -> Principal | None:
+        entry = self._entries.get(secret_hash)
+        if entry is None:
+            return None
+        if entry[1] <= time.monotonic():
+            del self._entries[secret_hash]
+            return None
+        return entry[0]
+
+    def put(self, secret_hash: str, found: Principal) -> None:
+        if self.ttl_s <= 0:
+            return
+        if len(self._entries) >= self.MAX_ENTRIES:
+            self._entries.clear()
+        self._entries[secret_hash] = (found, time.monotonic() + self.ttl_s)
+
+    def forget_key(self, key_id: str) -> None:
+        for secret_hash in [h for h, (p, _) in self._entries.items() if p.key_id == key_id]:
+            del self._entries[secret_hash]
+

@@ -13,7 +13,7 @@ from sqlalchemy import and_, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from api import keys, ratelimit
-from api.context import ENGINE, PRINCIPAL, RATE_HEADERS, REQUEST_ID, SETTINGS
+from api.context import ENGINE, KEY_CACHE, PRINCIPAL, RATE_HEADERS, REQUEST_ID, SETTINGS
 from api.errors import (
     ApiError,
     Conflict,
@@ -26,6 +26,7 @@ from api.errors import (
     error_body,
 )
 from api.jsonio import json_response
+from vip.store.engine import autocommit_connection
 from vip.store.tables import idempotency_keys
 
 log = structlog.get_logger(__name__)
@@ -91,12 +92,17 @@ async def access(request: web.Request, handler) -> web.StreamResponse:
         auth_error = Unauthorized("missing API key: send Authorization: Bearer <key>")
     elif required is not None and match is None:
         auth_error = Unauthorized("malformed Authorization header: expected Bearer <key>")
-    # One connection, autocommit: each statement commits on its own, so the shared rate-limit row is
-    # locked for one statement, not across a round trip.
-    async with engine.connect() as conn:
-        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+    # Autocommit: each statement commits on its own, so the shared rate-limit row is locked for one
+    # statement, not across a round trip.
+    async with autocommit_connection(engine) as conn:
         if required is not None and match is not None:
-            principal = await keys.authenticate(conn, match.group(1))
+            cache = request.app[KEY_CACHE]
+            secret_hash = keys.hash_secret(match.group(1))
+            principal = cache.get(secret_hash)
+            if principal is None:
+                principal = await keys.authenticate(conn, match.group(1))
+                if principal is not None:
+                    cache.put(secret_hash, principal)
             if principal is None:
                 auth_error = Unauthorized("unknown or revoked API key")
         bucket, limit = ratelimit.bucket_for(request.path, principal and principal.key_id,

@@ -313,31 +313,33 @@ def transactions_json(rows, user_id: str, settings: Settings) -> list[dict[str, 
     decimals: dict[tuple[str, str], int] = {}
     stamps: dict[Any, str | None] = {}  # several logs share a block
     out = []
-    for row in rows:
-        scale = decimals.get((row.network, row.token))
+    # Unpacked by position (the statement's column order), about twice as fast as 14 attribute lookups a row.
+    for (wallet_id, network, tx_hash, log_index, block_number, block_timestamp, token, from_address,
+         to_address, amount, direction, classification, fraud_flags, payroll_match) in rows:
+        scale = decimals.get((network, token))
         if scale is None:
-            scale = decimals[(row.network, row.token)] = token_decimals(settings, row.network, row.token)
-        stamp = stamps.get(row.block_timestamp)
+            scale = decimals[(network, token)] = token_decimals(settings, network, token)
+        stamp = stamps.get(block_timestamp)
         if stamp is None:
-            stamp = stamps[row.block_timestamp] = iso(row.block_timestamp)
+            stamp = stamps[block_timestamp] = iso(block_timestamp)
         body: dict[str, Any] = {
-            "id": transaction_id(row.network, row.tx_hash, row.log_index, row.wallet_id),
-            "wallet_id": row.wallet_id,
+            "id": transaction_id(network, tx_hash, log_index, wallet_id),
+            "wallet_id": wallet_id,
             "user_id": user_id,
-            "tx_hash": row.tx_hash,
-            "block_number": row.block_number,
+            "tx_hash": tx_hash,
+            "block_number": block_number,
             "block_timestamp": stamp,
-            "direction": row.direction,
-            "from_address": checksummed(row.from_address),
-            "to_address": checksummed(row.to_address),
-            "token": row.token,
-            "amount": token_units(int(row.amount), scale),
-            "network": row.network,
-            "classification": row.classification,
-            "fraud_flags": list(row.fraud_flags or ()),
+            "direction": direction,
+            "from_address": checksummed(from_address),
+            "to_address": checksummed(to_address),
+            "token": token,
+            "amount": token_units(int(amount), scale),
+            "network": network,
+            "classification": classification,
+            "fraud_flags": list(fraud_flags or ()),
         }
         # Only on verified income (the spec), and only when the match was recorded.
-        if row.classification == "verified_income" and isinstance(row.payroll_match, dict):
-            body["payroll_match"] = row.payroll_match
+        if classification == "verified_income" and isinstance(payroll_match, dict):
+            body["payroll_match"] = payroll_match
         out.append(body)
     return out

@@ -223,6 +223,9 @@ async def load(bases: list[str], data: dict, settings, args) -> dict:
         secrets = data["secrets"]
         headers = {"Authorization": f"Bearer {secrets[number % len(secrets)]}"}
         cursor = None
+        # Open loop (--rate): requests leave on a Poisson schedule, and latency counts from the scheduled
+        # time, so a slow answer that delays the next request is charged to it (no coordinated omission).
+        next_at = time.perf_counter() + (rng.uniform(0, 1 / args.rate) if args.rate else 0.0)
         while True:
             if remaining["warmup"] > 0:
                 remaining["warmup"] -= 1
@@ -240,7 +243,11 @@ async def load(bases: list[str], data: dict, settings, args) -> dict:
                 params["cursor"] = cursor
             elif kind == "deep":
                 params["cursor"] = deep_cursor()
-            started = time.perf_counter()
+            if args.rate:
+                await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+                started, next_at = next_at, next_at + rng.expovariate(args.rate)
+            else:
+                started = time.perf_counter()
             async with session.get(base + "/v1/transactions", params=params, headers=headers) as resp:
                 body = await resp.read()
             elapsed = time.perf_counter() - started
@@ -313,6 +320,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=5_000, help="measured requests")
     parser.add_argument("--warmup", type=int, default=300, help="requests before measuring")
     parser.add_argument("--concurrency", type=int, default=50, help="concurrent clients")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="requests/s of each client on a Poisson schedule (open loop); 0 = each client "
+                             "sends its next request as soon as the last is answered (closed loop)")
     parser.add_argument("--limit", type=int, default=50, help="page size")
     parser.add_argument("--keys", type=int, default=1,
                         help="API keys the clients spread over (the rate limit is counted per key)")
@@ -371,7 +381,10 @@ def main() -> None:
                 "synchronous_commit": pg["synchronous_commit"]}
     print("\nenvironment: " + ", ".join(f"{k}={v}" for k, v in env_line.items()))
     print(f"server: {mode}")
+    pacing = (f"open loop, {args.rate:g} requests/s per client ({args.rate * args.concurrency:g}/s offered)"
+              if args.rate else "closed loop, no think time")
     print(f"load: {n:,} measured requests (+{args.warmup} warm-up), {args.concurrency} concurrent clients "
+          f"({pacing}) "
           f"over {args.keys} API key(s), "
           f"limit={args.limit}; first pages {result['kinds']['first']:,}, next pages "
           f"{result['kinds']['next']:,}, deep pages {result['kinds']['deep']:,}; "

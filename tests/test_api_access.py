@@ -164,3 +164,20 @@ async def test_unexpected_errors_are_500_with_the_body_and_no_trace(api, monkeyp
     text = await resp.text()
     assert "secret detail" not in text and "Traceback" not in text
     assert_error(await resp.json(), "ERR_INTERNAL")
+
+
+def test_checked_keys_are_trusted_for_the_cache_period_only(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(keys.time, "monotonic", lambda: now[0])
+    cache = keys.PrincipalCache(ttl_s=5)
+    acme = keys.Principal("org_a", "key_a", frozenset({"read"}))
+    cache.put("hash-a", acme)
+    assert cache.get("hash-a") == acme
+    now[0] += 5.01  # a revocation made by another process is honoured from here on
+    assert cache.get("hash-a") is None
+    cache.put("hash-a", acme)
+    cache.forget_key("key_a")  # revoked through this process's admin endpoint: forgotten at once
+    assert cache.get("hash-a") is None
+    never = keys.PrincipalCache(ttl_s=0)
+    never.put("hash-a", acme)
+    assert never.get("hash-a") is None

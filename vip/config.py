@@ -87,6 +87,8 @@ class ApiConfig(_Strict):
     rate_limits: RateLimitConfig = RateLimitConfig()
     # Signs OAuth `state` values. Set it in production (VIP_STATE_SECRET); dev and tests use a fixed one.
     state_secret: str = "dev-only-state-secret"
+    # How long an API process trusts a key it has checked (revocations elsewhere take up to this long).
+    key_cache_s: float = Field(default=5.0, ge=0)
 
 
 class DaemonConfig(_Strict):

@@ -8,7 +8,7 @@ from aiohttp import web
 from pydantic import Field, field_validator
 
 from api import keys
-from api.context import ENGINE, principal, requires
+from api.context import ENGINE, KEY_CACHE, principal, requires
 from api.errors import NotFound
 from api.jsonio import iso, json_response
 from api.validation import Body, read_body
@@ -58,4 +58,5 @@ async def revoke_key(request: web.Request) -> web.Response:
         info = await keys.revoke_key(conn, principal(request).organisation_id, key_id)
     if info is None:
         raise NotFound(f"no API key {key_id}", {"key_id": key_id})
+    request.app[KEY_CACHE].forget_key(key_id)
     return json_response({"api_key": key_json(info)})

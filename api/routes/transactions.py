@@ -45,6 +45,7 @@ from api.transactions_query import (
     transactions_query,
 )
 from api.validation import Query, read_query
+from vip.store.engine import autocommit_connection
 
 routes = web.RouteTableDef()
 
@@ -140,7 +141,8 @@ async def list_transactions(request: web.Request) -> web.Response:
     after = decode_cursor(settings, filters, query.cursor) if query.cursor is not None else None
     organisation_id = principal(request).organisation_id
     statement, params = transactions_query(organisation_id, filters, after, query.limit + 1)
-    async with request.app[ENGINE].connect() as conn:
+    # One statement is its own snapshot: no transaction needed (and none costs two round trips).
+    async with autocommit_connection(request.app[ENGINE]) as conn:
         rows = (await conn.execute(statement, params)).all()
         if not rows:
             # Rows prove the user and the wallet are the organisation's; without any, check them (404).
