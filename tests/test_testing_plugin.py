@@ -1,0 +1,24 @@
+"""The pytest plugin integrators use (vip.testing): the whole stack from one fixture, driven over public
+HTTP the way the README's example test does."""
+
+from __future__ import annotations
+
+from vip.testing import FundedAccounts, VipClient, VipStack
+
+
+def test_a_lender_test_onboards_a_borrower_through_the_plugin(vip_stack: VipStack, vip_client: VipClient,
+                                                             vip_accounts: FundedAccounts):
+    user = vip_client.create_user(external_id="plugin-borrower")
+    borrower = vip_accounts.borrowers[0]
+    connection = vip_client.connect_wallet(user["id"], borrower, chain_id=vip_stack.chain_id)
+    assert connection["status"] == "active" and connection["type"] == "wallet"
+    wallets = vip_client.get("/v1/wallets", user_id=user["id"])
+    assert wallets.status == 200
+    assert [w["address"] for w in wallets.body["wallets"]] == [borrower.address]
+    # Errors come back in the spec's body, not as exceptions.
+    missing = vip_client.get("/v1/users/usr_missing")
+    assert (missing.status, missing.error_code) == (404, "ERR_NOT_FOUND")
+    # Borrowers and lenders are distinct funded accounts, none of them the stack's own.
+    own = {vip_accounts.minter.address}
+    everyone = [a.address for a in vip_accounts.borrowers + vip_accounts.lenders]
+    assert len(set(everyone)) == len(everyone) and not own & set(everyone)

@@ -1,0 +1,92 @@
+"""A small synchronous client of the service's public HTTP API, as a lender's backend uses it: JSON in and
+out, the spec's error body returned (not raised), and Sign-In with Ethereum done as a borrower's wallet
+would. Used by `vip dev`'s demo, the pytest plugin (`vip.testing`) and integrators' scripts."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from eth_account import Account
+from eth_account.messages import encode_defunct
+from eth_account.signers.local import LocalAccount
+from siwe import ISO8601Datetime, SiweMessage
+
+LOCAL_NETWORK = "local"
+
+
+@dataclass(frozen=True)
+class ApiResponse:
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+    @property
+    def error_code(self) -> str | None:
+        return self.body.get("error", {}).get("code") if isinstance(self.body, dict) else None
+
+
+class VipClient:
+    """A small synchronous client of the public HTTP API (what a lender's backend does)."""
+
+    def __init__(self, base_url: str, api_key: str, timeout_s: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+
+    def request(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None,
+                headers: dict[str, str] | None = None) -> ApiResponse:
+        url = self.base_url + path
+        if params:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+        data = json.dumps(body).encode() if body is not None else None
+        sent = {"Authorization": f"Bearer {self.api_key}", **(headers or {})}
+        if data is not None:
+            sent["Content-Type"] = "application/json"
+        req = urllib.request.Request(url, data=data, method=method, headers=sent)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                raw, status, got = resp.read(), resp.status, dict(resp.headers)
+        except urllib.error.HTTPError as exc:
+            raw, status, got = exc.read(), exc.code, dict(exc.headers)
+        return ApiResponse(status, json.loads(raw) if raw else None, got)
+
+    def get(self, path: str, **params: Any) -> ApiResponse:
+        return self.request("GET", path, params=params)
+
+    def post(self, path: str, body: Any = None, **headers: str) -> ApiResponse:
+        return self.request("POST", path, body if body is not None else {}, headers=headers)
+
+    def delete(self, path: str) -> ApiResponse:
+        return self.request("DELETE", path)
+
+    def create_user(self, **body: Any) -> dict:
+        resp = self.post("/v1/users", body)
+        assert resp.status == 201, resp.body
+        return resp.body["user"]
+
+    def connect_wallet(self, user_id: str, account: LocalAccount, network: str = LOCAL_NETWORK,
+                       chain_id: int = 31337) -> dict:
+        """Sign in with Ethereum as the borrower would in the lender's app: nonce, EIP-4361, signature."""
+        nonce = self.request("GET", "/v1/connect/wallet/nonce", headers={"X-User-Id": user_id})
+        assert nonce.status == 200, nonce.body
+        domain = urllib.parse.urlsplit(self.base_url).netloc
+        # Issued At is the service's clock (on a local chain it follows chain time, not the test's clock).
+        issued_at = datetime.fromisoformat(nonce.body["issued_at"].replace("Z", "+00:00"))
+        message = SiweMessage(
+            domain=domain, address=account.address, uri=f"http://{domain}/", version="1",
+            chain_id=chain_id, nonce=nonce.body["nonce"],
+            statement="Connect this wallet to verify my income.",
+            issued_at=ISO8601Datetime.from_datetime(issued_at),
+        ).prepare_message()
+        signature = "0x" + Account.sign_message(encode_defunct(text=message), account.key).signature.hex()
+        resp = self.post("/v1/connect/wallet", {"user_id": user_id, "address": account.address,
+                                                "network": network, "message": message,
+                                                "signature": signature})
+        assert resp.status == 201, resp.body
+        return resp.body["connection"]
