@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from vip.client import VipClient
 from vip.devstack.anvil import free_port, rpc_call
 
 
@@ -56,6 +57,16 @@ def wait_for_metric(url: str, needle: str, timeout_s: float = 30) -> str:
         time.sleep(0.2)
 
 
+def wait_for_transactions(client: VipClient, user_id: str, count: int, timeout_s: float = 60) -> list[dict]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        listed = client.get("/v1/transactions", user_id=user_id, limit=50).body["transactions"]
+        if len(listed) >= count:
+            return listed
+        assert time.monotonic() < deadline, f"{len(listed)} of {count} transactions indexed"
+        time.sleep(0.5)
+
+
 def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
     data_dir = tmp_path / "dev"
     state_file = tmp_path / "state.json"
@@ -76,9 +87,17 @@ def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
             raise AssertionError("expected 404")
         except urllib.error.HTTPError as exc:
             assert exc.code == 404
-        # Chain time starts about 13 months back, and the API's clock follows the chain.
+        # The chain starts about 13 months back; the demo moved it month by month to today.
+        first = rpc_call(local["rpc_url"], "eth_getBlockByNumber", ["0x1", False])
+        assert time.time() - int(first["timestamp"], 16) > 360 * 86400
         latest = rpc_call(local["rpc_url"], "eth_getBlockByNumber", ["latest", False])
-        assert time.time() - int(latest["timestamp"], 16) > 360 * 86400
+        assert abs(time.time() - int(latest["timestamp"], 16)) < 86400
+        # The demo borrowers: Hana's six salaries are indexed and listed by the API.
+        hana, walt = state["demo_borrowers"]
+        client = VipClient(state["base_url"], state["api_key"])
+        salaries = wait_for_transactions(client, hana["user_id"], 6)
+        assert {(t["direction"], t["amount"], t["token"]) for t in salaries} == {("inbound", 3250, "USDC")}
+        assert len(wait_for_transactions(client, walt["user_id"], 18)) == 18  # 6 salaries, 6 in, 6 out
         # The indexer follows the local chain to its head.
         rpc_call(local["rpc_url"], "anvil_mine", ["0xa"])
         head = int(rpc_call(local["rpc_url"], "eth_blockNumber"), 16)
@@ -100,9 +119,11 @@ def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
         assert again["networks"]["local"]["tokens"] == local["tokens"]
         assert again["api_key"] == state["api_key"]
         assert again["networks"]["local"]["disbursement_contract"] == local["disbursement_contract"]
-        # The ten blocks mined in the first run are still there (a fresh chain would be at block 4).
+        # The blocks of the first run are still there (a fresh chain would be at block 4), and the demo
+        # borrowers are the same ones, not seeded twice.
         head2 = int(rpc_call(again["networks"]["local"]["rpc_url"], "eth_blockNumber"), 16)
         assert head2 >= head > 10
+        assert again["demo_borrowers"] == state["demo_borrowers"]
     finally:
         stop_dev(proc)
 

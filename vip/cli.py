@@ -81,7 +81,7 @@ def cmd_dev(_: Settings, args: argparse.Namespace) -> int:
     from vip.devstack.dev import run_dev
 
     return run_dev(Path(args.data_dir), Path(args.state_file) if args.state_file else None,
-                   args.anvil_port, args.api_port, args.metrics_port)
+                   args.anvil_port, args.api_port, args.metrics_port, demo=not args.no_demo)
 
 
 def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
@@ -170,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--anvil-port", type=int, default=8545)
     dev.add_argument("--api-port", type=int, default=8080)
     dev.add_argument("--metrics-port", type=int, default=9464)
+    dev.add_argument("--no-demo", action="store_true",
+                     help="skip seeding the demo borrowers (the pytest plugin's stacks start without them)")
     dev.set_defaults(func=cmd_dev)
 
     index = sub.add_parser("index", help="run the indexer daemon")

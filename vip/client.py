@@ -4,7 +4,6 @@ would. Used by `vip dev`'s demo, the pytest plugin (`vip.testing`) and integrato
 
 from __future__ import annotations
 
-import json
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import simplejson as json
 from eth_account import Account
 from eth_account.messages import encode_defunct
 from eth_account.signers.local import LocalAccount
@@ -44,7 +44,8 @@ class VipClient:
         url = self.base_url + path
         if params:
             url += "?" + urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
-        data = json.dumps(body).encode() if body is not None else None
+        # Decimals go out as JSON numbers with their exact digits, and come back as Decimals.
+        data = json.dumps(body, use_decimal=True).encode() if body is not None else None
         sent = {"Authorization": f"Bearer {self.api_key}", **(headers or {})}
         if data is not None:
             sent["Content-Type"] = "application/json"
@@ -54,7 +55,7 @@ class VipClient:
                 raw, status, got = resp.read(), resp.status, dict(resp.headers)
         except urllib.error.HTTPError as exc:
             raw, status, got = exc.read(), exc.code, dict(exc.headers)
-        return ApiResponse(status, json.loads(raw) if raw else None, got)
+        return ApiResponse(status, json.loads(raw, use_decimal=True) if raw else None, got)
 
     def get(self, path: str, **params: Any) -> ApiResponse:
         return self.request("GET", path, params=params)

@@ -8,7 +8,7 @@ It is registered through the `pytest11` entry point, so installing the package i
         wallet = vip_client.connect_wallet(user["id"], vip_accounts.borrowers[0])
         assert wallet["status"] == "active"
 
-The stack is `vip dev` in a subprocess with its own temporary data directory and free ports
+The stack is `vip dev --no-demo` in a subprocess with its own temporary data directory and free ports
 (DATABASE_URL and VIP_CONFIG of the calling environment are ignored, so a test session never touches
 another database). Fixtures: `vip_stack` (session), `vip_client`, `vip_accounts` (session).
 """
@@ -66,7 +66,7 @@ class VipStack:
             env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "VIP_CONFIG")}
         args = [sys.executable, "-m", "vip.cli", "dev", "--data-dir", str(data_dir), "--state-file",
                 str(state_file), "--anvil-port", str(free_port()), "--api-port", str(free_port()),
-                "--metrics-port", str(free_port())]
+                "--metrics-port", str(free_port()), "--no-demo"]
         log = (data_dir / "vip-dev.log").open("ab")
         proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s

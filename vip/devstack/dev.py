@@ -18,8 +18,10 @@ from eth_account import Account
 from web3 import Web3
 
 from api import keys
+from vip.client import VipClient
 from vip.config import ENV_CONFIG_FILES, ENV_DATABASE_URL, REPO_ROOT, load_settings
 from vip.devstack.anvil import AnvilNode, start_anvil
+from vip.devstack.demo import demo_calls, seed_demo
 from vip.devstack.deploy import LocalContracts, deploy_local_contracts
 from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
 from vip.store.engine import create_engine, migrate
@@ -125,7 +127,7 @@ def wait_http(url: str, timeout_s: float, proc: subprocess.Popen | None = None) 
 
 
 def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: int,
-            metrics_port: int) -> int:
+            metrics_port: int, demo: bool = True) -> int:
     """Start everything, print where it is, block until Ctrl-C, then stop everything cleanly."""
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -161,6 +163,12 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
         api_key = dev_api_key(database_url, data_dir / "dev-api-key")
 
         network = settings.network(LOCAL_NETWORK)
+        borrowers = []
+        if demo:
+            print("seeding the demo borrowers (six months of salary on chain, platform records)...",
+                  flush=True)
+            borrowers = seed_demo(VipClient(base_url, api_key), node.rpc_url, contracts.usdc,
+                                  dev_keys(node).deployer, data_dir)
         state = {
             "base_url": base_url,
             "api_key": api_key,
@@ -173,6 +181,7 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
                 "disbursement_contract": contracts.disbursement,
                 "minter_private_key": dev_keys(node).deployer,
             }},
+            "demo_borrowers": [b.__dict__ for b in borrowers],
         }
         if state_file is not None:
             state_file.parent.mkdir(parents=True, exist_ok=True)
@@ -190,6 +199,12 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
   api        {base_url}/v1/health, log {logs / 'serve.log'}
   api key    {api_key} (organisation "{DEV_ORGANISATION}", all scopes)
   state      {state_file or '(pass --state-file PATH to write one)'}""", flush=True)
+        for borrower in borrowers:
+            print(f"\ndemo borrower {borrower.name} ({borrower.user_id}, wallet {borrower.wallet}):"
+                  f" {borrower.story}")
+            for line in demo_calls(base_url, api_key, borrower):
+                print("  " + line)
+        sys.stdout.flush()
         _wait_for_signal(children)
         return 0
     finally:
