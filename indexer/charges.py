@@ -22,9 +22,6 @@ from vip.payments import store
 log = structlog.get_logger(__name__)
 
 RECEIPT_POLL_S = 0.1
-# A transaction the node has forgotten this soon after broadcast may simply not have reached the node
-# we asked (load balancers); give it a moment before replacing it.
-DROP_GRACE_S = 2.0
 
 
 class ChargeExecutor:
@@ -96,7 +93,7 @@ class ChargeExecutor:
         known = await disburser.known_to_node(latest.tx_hash)
         if known and age < self.settings.disbursement.replace_after_s:
             return None
-        if not known and age < DROP_GRACE_S:
+        if not known and age < self.settings.disbursement.drop_grace_s:
             return None
         if await disburser.nonce_at("latest") > latest.nonce:
             # The nonce is used. If none of ours took it (checked again: it may have just been mined),

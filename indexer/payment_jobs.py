@@ -86,7 +86,7 @@ class ApprovalConfirmer:
                 group, payment_intents.c.status == rules.APPROVAL_CONFIRMED)) or 0
             waiting = (await conn.execute(select(payment_intents.c.id, payment_intents.c.amount).where(
                 group, payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at > now,
-            ).order_by(payment_intents.c.created_at, payment_intents.c.id))).all()
+            ).order_by(payment_intents.c.seq))).all()
             chosen = rules.confirmable(allowance, int(reserved),
                                        [rules.Reservation(r.id, int(r.amount)) for r in waiting])
             if not chosen:

@@ -126,6 +126,9 @@ class DisbursementConfig(_Strict):
     charge_wait_s: float = Field(default=20.0, ge=0)
     # A broadcast transaction neither mined nor known to the node after this long is replaced (same nonce).
     replace_after_s: float = Field(default=60.0, gt=0)
+    # A transaction the node forgot this soon after broadcast may not have reached the node we asked
+    # (load balancers); it is replaced only after this grace.
+    drop_grace_s: float = Field(default=2.0, ge=0)
     # Replacement fees: at least this many percent above the previous attempt (nodes demand >= 10).
     fee_bump_percent: int = Field(default=25, ge=10)
     # Cap on maxFeePerGas, in gwei: a fee spike leaves the charge pending rather than overpaying.

@@ -357,6 +357,8 @@ payment_intents = Table(
     Column("approval_tx_hash", Text),
     Column("approval_confirmed_at", DateTime(timezone=True)),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    # Creation order (timestamps tie on a chain clock): approvals confirm intents first come, first served.
+    Column("seq", BigInteger, Identity(), nullable=False, unique=True),
     Index(None, "status", "network", "created_at"),
     Index(None, "organisation_id", "created_at"),
 )

@@ -37,11 +37,13 @@ def upgrade() -> None:
     sa.Column('approval_tx_hash', sa.Text(), nullable=True),
     sa.Column('approval_confirmed_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('updated_at', sa.DateTime(timezone=True), server_default=sa.text('now()'), nullable=False),
+    sa.Column('seq', sa.BigInteger(), sa.Identity(always=False), nullable=False),
     sa.ForeignKeyConstraint(['organisation_id'], ['organisations.id'],
                             name=op.f('fk_payment_intents_organisation_id_organisations')),
     sa.ForeignKeyConstraint(['user_id'], ['users.id'], name=op.f('fk_payment_intents_user_id_users')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_payment_intents')),
-    sa.UniqueConstraint('chain_intent_id', name=op.f('uq_payment_intents_chain_intent_id'))
+    sa.UniqueConstraint('chain_intent_id', name=op.f('uq_payment_intents_chain_intent_id')),
+    sa.UniqueConstraint('seq', name=op.f('uq_payment_intents_seq'))
     )
     op.create_index(op.f('ix_payment_intents_status_network_created_at'), 'payment_intents',
                     ['status', 'network', 'created_at'], unique=False)
