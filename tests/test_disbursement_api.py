@@ -15,6 +15,7 @@ from tests.support.payments import (
     approve,
     balance,
     borrower,
+    confirmed_intent,
     create_intent,
     daemon,
     disbursed_logs,
@@ -38,16 +39,6 @@ async def pay_api(aiohttp_client, database_url, engine, session_chain) -> AsyncI
 async def count(api: ApiHarness, table) -> int:
     async with api.engine.connect() as conn:
         return await conn.scalar(select(func.count()).select_from(table))
-
-
-async def confirmed_intent(api, chain, database_url, amount="12.345678", token="USDC"):
-    who = await borrower(api)
-    funding = lender(chain, 7, token)
-    intent = await create_intent(api, who, funding, amount, token)
-    tx = approve(chain, intent, funding)
-    async with daemon(api.settings, database_url):
-        await wait_intent_status(api, intent["id"], "approval_confirmed")
-    return who, funding, intent, tx
 
 
 @pytest.mark.parametrize(("change", "status", "code", "field"), [

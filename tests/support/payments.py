@@ -142,3 +142,15 @@ async def event_types(api: ApiHarness) -> list[tuple[str, str]]:
                                   .order_by(outbox_events.c.seq))
         return [(r.type, r.data["object"]["id"]) for r in rows
                 if r.type.startswith(("payment_intent.", "charge."))]
+
+
+async def confirmed_intent(api: ApiHarness, chain: ChainDriver, database_url: str, amount: str = "12.345678",
+                           token: str = "USDC", lender_index: int = 7):
+    """A borrower, a funded lender, and an intent the daemon confirmed; the daemon is stopped again."""
+    who = await borrower(api)
+    funding = lender(chain, lender_index, token)
+    intent = await create_intent(api, who, funding, amount, token)
+    tx = approve(chain, intent, funding)
+    async with daemon(api.settings, database_url):
+        await wait_intent_status(api, intent["id"], "approval_confirmed")
+    return who, funding, intent, tx
