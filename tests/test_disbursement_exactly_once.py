@@ -4,8 +4,14 @@ transaction, a retried disburse(). Each test runs on its own Anvil and checks ba
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
 from eth_account import Account
 from sqlalchemy import select
@@ -29,6 +35,8 @@ from tests.support.payments import (
 )
 from vip.chain.contracts import TransactionReverted, contract_at, send_transaction
 from vip.clock import ChainClock
+from vip.devstack.anvil import free_port
+from vip.devstack.dev import wait_http
 from vip.ids import new_id
 from vip.payments import store
 from vip.payments.rules import chain_intent_id
@@ -249,3 +257,81 @@ async def test_concurrent_charges_of_different_intents_take_consecutive_nonces(p
     assert operator_nonce(chain) == nonce_before + 4
     for _, _, intent, _ in confirmed:
         assert len(disbursed_logs(chain, chain_intent_id(intent["id"]))) == 1
+
+
+def serve_config(chain, api_port: int) -> str:
+    c = chain.contracts
+    return f"""
+[api]
+port = {api_port}
+
+[disbursement]
+charge_wait_s = 3.0
+lease_s = 4.0
+
+[networks.local]
+chain_id = {chain.node.chain_id}
+rpc_url = "{chain.node.rpc_url}"
+local = true
+finality_depth = 2
+start_block = 0
+disbursement_contract = "{c.disbursement}"
+
+[networks.local.tokens.USDC]
+address = "{c.usdc}"
+
+[networks.local.tokens.USDT]
+address = "{c.usdt}"
+"""
+
+
+def spawn_serve(env: dict[str, str], log_path) -> subprocess.Popen:
+    with open(log_path, "ab") as out:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen([sys.executable, "-m", "vip.cli", "serve"], env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+
+
+async def test_api_process_killed_between_broadcast_and_receipt(pay_api, chain, database_url, restarted,
+                                                                tmp_path):
+    """`vip serve` as a real process, SIGKILLed while it waits for the receipt; the daemon finishes."""
+    who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "16")
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    nonce_before = operator_nonce(chain)
+    port = free_port()
+    config = tmp_path / "serve.toml"
+    config.write_text(serve_config(chain, port))
+    env = {**os.environ, "DATABASE_URL": database_url, "VIP_CONFIG": str(config),
+           "VIP_OPERATOR_KEY": chain.node.private_keys[1]}
+    server = spawn_serve(env, tmp_path / "serve.log")
+    try:
+        await asyncio.to_thread(wait_http, f"http://127.0.0.1:{port}/healthz", 60, server)
+        chain.set_automine(False)
+        headers = {**await pay_api.headers(), "Content-Type": "application/json"}
+        async with aiohttp.ClientSession() as http:
+            request = asyncio.create_task(http.post(
+                f"http://127.0.0.1:{port}/v1/charges", headers=headers,
+                json={"payment_intent_id": intent["id"], "approval_tx_hash": approval_tx}))
+            for _ in range(600):  # until the API process has broadcast the transaction
+                async with pay_api.engine.connect() as conn:
+                    sent = (await conn.execute(select(disbursement_transactions).where(
+                        disbursement_transactions.c.status == "broadcast"))).first()
+                if sent is not None or request.done():
+                    break
+                await asyncio.sleep(0.02)
+            assert sent is not None and not request.done()
+            server.send_signal(signal.SIGKILL)
+            server.wait(10)
+            with contextlib.suppress(aiohttp.ClientError):
+                await request
+    finally:
+        if server.poll() is None:
+            server.kill()
+    chain.mine()
+    chain.set_automine(True)
+    charge_row, _ = await load(pay_api, sent.charge_id)
+    assert charge_row.status == "pending"
+
+    charge = await restarted.finish(pay_api, sent.charge_id, rounds=1000)  # once the dead lease lapses
+    assert charge["status"] == "succeeded" and charge["disbursement_tx_hash"] == sent.tx_hash
+    assert operator_nonce(chain) == nonce_before + 1
+    assert_paid_once(chain, intent, who, funding, before, 16_000_000, sent.tx_hash)
