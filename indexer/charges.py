@@ -13,7 +13,7 @@ from eth_account.signers.local import LocalAccount
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from indexer.disburser import Attempt, Disburser, DisburseRejected, Payout
-from indexer.rpc import RpcClient
+from indexer.rpc import RpcClient, RpcError
 from vip import metrics
 from vip.clock import Clock
 from vip.config import Settings
@@ -63,7 +63,10 @@ class ChargeExecutor:
                 attempts = [await disburser.sign_new(payout)]
                 await disburser.broadcast(attempts[0])
             elif attempts[-1].status == "signed":
-                await disburser.broadcast(attempts[-1])  # a crash came between recording and sending
+                # A crash came between recording and sending (or the node refused the fees).
+                replacement = await self._broadcast_recorded(disburser, payout, attempts[-1])
+                if replacement is not None:
+                    attempts.append(replacement)
             elif attempts[-1].status == "broadcast":
                 replacement = await self._replace_if_lost(disburser, charge, payout, attempts)
                 if replacement is not None:
@@ -85,6 +88,20 @@ class ChargeExecutor:
             if time.monotonic() >= deadline:
                 return
             await asyncio.sleep(RECEIPT_POLL_S)
+
+    async def _broadcast_recorded(self, disburser: Disburser, payout: Payout, attempt: Attempt
+                                  ) -> Attempt | None:
+        """Send a recorded transaction; one the node refuses for its fees (the base fee rose past its
+        cap while it waited) is replaced with the same nonce and current fees instead."""
+        try:
+            await disburser.broadcast(attempt)
+            return None
+        except RpcError as exc:
+            if not any(word in exc.message.lower() for word in ("fee", "underpriced")):
+                raise
+        replacement = await disburser.sign_replacement(payout, attempt)
+        await disburser.broadcast(replacement)
+        return replacement
 
     async def _replace_if_lost(self, disburser: Disburser, charge, payout: Payout,
                                attempts: list[Attempt]) -> Attempt | None:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from decimal import Decimal
 
 import aiohttp
 import pytest
@@ -19,7 +20,7 @@ from sqlalchemy import select
 from indexer.charges import ChargeExecutor
 from indexer.disburser import Disburser, Payout
 from indexer.payment_jobs import ChargeCompleter, IntentExpirer
-from indexer.rpc import RpcClient
+from indexer.rpc import RpcClient, RpcError
 from tests.support.api import ApiHarness
 from tests.support.payments import (
     approve,
@@ -35,6 +36,7 @@ from tests.support.payments import (
 )
 from vip.chain.contracts import TransactionReverted, contract_at, send_transaction
 from vip.clock import ChainClock
+from vip.config import Settings
 from vip.devstack.anvil import free_port
 from vip.devstack.dev import wait_http
 from vip.ids import new_id
@@ -53,12 +55,13 @@ async def pay_api(aiohttp_client, database_url, engine, chain) -> AsyncIterator[
 class Restarted:
     """What a freshly started daemon has: its own RPC client, clock and executor; nothing in memory."""
 
-    def __init__(self, api: ApiHarness) -> None:
-        network = api.settings.network("local")
-        self.rpc = RpcClient("local", network.rpc_url, api.settings.rpc)  # type: ignore[arg-type]
+    def __init__(self, api: ApiHarness, settings: Settings | None = None) -> None:
+        settings = settings or api.settings
+        network = settings.network("local")
+        self.rpc = RpcClient("local", network.rpc_url, settings.rpc)  # type: ignore[arg-type]
         self.clock = ChainClock(network.rpc_url)  # type: ignore[arg-type]
-        operator = Account.from_key(api.settings.disbursement.operator_private_key.get_secret_value())
-        self.executor = ChargeExecutor(api.settings, api.engine, {"local": self.rpc}, operator, self.clock)
+        operator = Account.from_key(settings.disbursement.operator_private_key.get_secret_value())
+        self.executor = ChargeExecutor(settings, api.engine, {"local": self.rpc}, operator, self.clock)
         self.completer = ChargeCompleter(self.executor, api.engine, 0.0, 30.0)
         self.disburser: Disburser = self.executor.disburser("local")
 
@@ -335,3 +338,32 @@ async def test_api_process_killed_between_broadcast_and_receipt(pay_api, chain, 
     assert charge["status"] == "succeeded" and charge["disbursement_tx_hash"] == sent.tx_hash
     assert operator_nonce(chain) == nonce_before + 1
     assert_paid_once(chain, intent, who, funding, before, 16_000_000, sent.tx_hash)
+
+
+async def test_transaction_refused_for_its_fees_is_replaced_with_the_same_nonce(pay_api, chain, database_url):
+    """Signed and recorded with a fee cap below the base fee, the node refuses it; a daemon with a sane
+    cap re-signs the same nonce with market fees."""
+    who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "17")
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    nonce_before = operator_nonce(chain)
+    stingy = pay_api.settings.disbursement.model_copy(update={"max_fee_gwei": Decimal("0.000000001")})
+    stingy_daemon = Restarted(pay_api, pay_api.settings.model_copy(update={"disbursement": stingy}))
+    charge_id, _ = await new_charge(pay_api, intent, approval_tx)
+    try:
+        with pytest.raises(RpcError, match="fee"):
+            await stingy_daemon.executor.advance(charge_id)
+    finally:
+        await stingy_daemon.close()
+    [refused] = await attempts(pay_api, charge_id)
+    assert refused.status == "signed" and int(refused.max_fee_per_gas) == 1
+
+    sane = Restarted(pay_api)
+    try:
+        charge = await sane.finish(pay_api, charge_id)
+    finally:
+        await sane.close()
+    replaced, replacement = await attempts(pay_api, charge_id)
+    assert replaced.status == "replaced" and replacement.nonce == refused.nonce
+    assert charge["status"] == "succeeded" and charge["disbursement_tx_hash"] == replacement.tx_hash
+    assert operator_nonce(chain) == nonce_before + 1
+    assert_paid_once(chain, intent, who, funding, before, 17_000_000, replacement.tx_hash)

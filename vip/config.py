@@ -140,6 +140,13 @@ class DisbursementConfig(_Strict):
     operator_keystore: str | None = None
     operator_keystore_password: SecretStr | None = None
 
+    @model_validator(mode="after")
+    def _lease_outlives_the_wait(self) -> DisbursementConfig:
+        # The API holds a charge's lease while it waits; a shorter lease would let a daemon start on it.
+        if self.lease_s <= self.charge_wait_s:
+            raise ValueError("lease_s must be longer than charge_wait_s")
+        return self
+
 
 class Settings(_Strict):
     database_url: str | None = None
