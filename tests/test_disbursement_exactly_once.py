@@ -367,3 +367,56 @@ async def test_transaction_refused_for_its_fees_is_replaced_with_the_same_nonce(
     assert charge["status"] == "succeeded" and charge["disbursement_tx_hash"] == replacement.tx_hash
     assert operator_nonce(chain) == nonce_before + 1
     assert_paid_once(chain, intent, who, funding, before, 17_000_000, replacement.tx_hash)
+
+
+async def pending_charge(api: ApiHarness, chain, intent: dict, approval_tx: str) -> str:
+    """POST /v1/charges with mining off: answered 202, its transaction waiting in the mempool."""
+    chain.set_automine(False)
+    resp = await post_json(api, "/v1/charges", {"payment_intent_id": intent["id"],
+                                                "approval_tx_hash": approval_tx})
+    assert resp.status == 202, await resp.text()
+    return (await resp.json())["charge"]["id"]
+
+
+async def test_stuck_transaction_is_replaced_with_the_same_nonce(pay_api, chain, database_url):
+    who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "18")
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    nonce_before = operator_nonce(chain)
+    charge_id = await pending_charge(pay_api, chain, intent, approval_tx)
+    impatient = pay_api.settings.disbursement.model_copy(update={"replace_after_s": 0.001})
+    daemon = Restarted(pay_api, pay_api.settings.model_copy(update={"disbursement": impatient}))
+    try:
+        for _ in range(100):
+            if await daemon.completer.step():
+                break
+            await asyncio.sleep(0.02)
+        stuck, replacement = await attempts(pay_api, charge_id)
+        assert stuck.status == "replaced" and replacement.nonce == stuck.nonce
+        chain.mine()
+        chain.set_automine(True)
+        charge = await daemon.finish(pay_api, charge_id)
+    finally:
+        await daemon.close()
+    assert charge["disbursement_tx_hash"] == replacement.tx_hash
+    assert chain.node.call("eth_getTransactionReceipt", [stuck.tx_hash]) is None
+    assert operator_nonce(chain) == nonce_before + 1
+    assert_paid_once(chain, intent, who, funding, before, 18_000_000, replacement.tx_hash)
+
+
+async def test_nonce_taken_by_another_transaction_of_the_key(pay_api, chain, database_url, restarted):
+    """Someone used the operator key while our transaction was dropped: ours can never be mined, so a
+    fresh nonce is used, and the intent is still paid once."""
+    who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "19")
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    charge_id = await pending_charge(pay_api, chain, intent, approval_tx)
+    [ours] = await attempts(pay_api, charge_id)
+    chain.node.call("anvil_dropTransaction", [ours.tx_hash])
+    chain.node.call("eth_sendTransaction", [{"from": chain.accounts[1], "to": chain.accounts[2],
+                                             "value": "0x1", "nonce": hex(ours.nonce)}])
+    chain.mine()
+    chain.set_automine(True)
+    charge = await restarted.finish(pay_api, charge_id)
+    lost, fresh = await attempts(pay_api, charge_id)
+    assert lost.tx_hash == ours.tx_hash and fresh.nonce == ours.nonce + 1
+    assert charge["status"] == "succeeded" and charge["disbursement_tx_hash"] == fresh.tx_hash
+    assert_paid_once(chain, intent, who, funding, before, 19_000_000, fresh.tx_hash)
