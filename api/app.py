@@ -20,6 +20,7 @@ from api.routes import (
     admin,
     connections,
     docs,
+    payments,
     platforms,
     transactions,
     users,
@@ -32,7 +33,8 @@ from vip.store.engine import create_engine
 
 log = structlog.get_logger(__name__)
 ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.routes, connections.routes,
-                wallets.routes, transactions.routes, docs.routes)
+                wallets.routes, transactions.routes, docs.routes,
+                payments.routes)  # disbursement
 MAX_BODY_BYTES = 1024 * 1024
 
 
@@ -80,6 +82,7 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
         await app[ENGINE].dispose()
 
     app.cleanup_ctx.append(resources)
+    app.cleanup_ctx.append(payments.disbursement_resources)  # after `resources`: needs the engine and clock
     app.router.add_get("/v1/health", health)
     app.router.add_get("/healthz", health)
     app.router.add_get("/metrics", metrics)

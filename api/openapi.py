@@ -83,6 +83,35 @@ SCHEMAS: dict[str, Any] = {
                  "from_address", "to_address", "token", "amount", "network", "classification",
                  "fraud_flags"]),
     "Pagination": obj({"cursor": {"type": ["string", "null"]}, "has_more": {"type": "boolean"}}),
+    # --- disbursement
+    "PaymentIntent": obj({
+        "id": ID,
+        "status": {"enum": ["pending_approval", "approval_confirmed", "expired", "succeeded", "failed"]},
+        "user_id": ID, "amount_usd": NUMBER, "token": {"enum": ["USDC", "USDT"]},
+        "network": {"type": "string"}, "recipient_wallet": ADDRESS, "funding_wallet": ADDRESS,
+        "contract_address": ADDRESS,
+        "approval_calldata": obj({
+            "function": {"const": "approve"}, "spender": ADDRESS,
+            "amount": {"type": "string", "pattern": r"^[0-9]+$",
+                       "description": "Token base units (10^6 per USD for USDC and USDT)"},
+            "token_contract": ADDRESS}),
+        "approval_tx_hash": {"type": ["string", "null"],
+                             "description": "The approval that confirmed the intent"},
+        "metadata": {"type": "object"}, "expires_at": TIMESTAMP, "created_at": TIMESTAMP,
+    }),
+    "Charge": obj({
+        "id": ID, "payment_intent_id": ID,
+        "status": {"enum": ["pending", "succeeded", "failed"]},
+        "amount_usd": NUMBER, "token": {"enum": ["USDC", "USDT"]}, "network": {"type": "string"},
+        "disbursement_tx_hash": {"type": ["string", "null"],
+                                 "description": "The disburse() transaction (set when mined)"},
+        "recipient_wallet": ADDRESS, "approval_tx_hash": {"type": "string"},
+        "executed_at": NULLABLE_TIMESTAMP,
+        "failure_code": {"type": ["string", "null"],
+                         "description": "ERR_DISBURSEMENT_REJECTED (refused before sending) or "
+                                        "ERR_DISBURSEMENT_REVERTED (reverted on chain)"},
+        "failure_message": {"type": ["string", "null"]}, "created_at": TIMESTAMP,
+    }),
 }
 
 RATE_HEADERS = {
@@ -102,6 +131,8 @@ ERRORS = {
     "429": "Rate limit exceeded: see Retry-After",
     "500": "Unexpected error (logged, never a stack trace)",
     "502": "A connected platform failed: ERR_PLATFORM_SYNC_FAILED",
+    "410": "Gone: ERR_PAYMENT_INTENT_EXPIRED",
+    "503": "Temporarily unavailable: ERR_DISBURSEMENT_UNAVAILABLE (no operator key configured)",
 }
 
 

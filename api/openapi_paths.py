@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from api.openapi import TIMESTAMP, _ok, _path, _query, operation, ref
-from api.routes import admin, platforms, users, wallet_connect
+from api.routes import admin, payments, platforms, users, wallet_connect
 
 USER_ID = {"type": "string", "minLength": 1}
 CONNECTION_BODY = {"type": "object", "properties": {"connection": ref("Connection")},
@@ -103,5 +103,31 @@ PATHS.update({
         ])},
 })
 
+# --- disbursement
+INTENT_BODY = {"type": "object", "properties": {"payment_intent": ref("PaymentIntent")},
+               "required": ["payment_intent"]}
+CHARGE_BODY = {"type": "object", "properties": {"charge": ref("Charge")}, "required": ["charge"]}
+PATHS.update({
+    "/v1/payment-intents": {"post": operation(
+        "Stage a disbursement: returns the approve() call the funding wallet must make", "disburse", {
+            "201": _ok("The intent, pending_approval; it expires after 30 minutes (configurable) unless "
+                       "approved. Fires payment_intent.created", INTENT_BODY)},
+        errors=("404", "422"), body=payments.CreatePaymentIntent, tag="Disbursement")},
+    "/v1/payment-intents/{intent_id}": {"get": operation("Read a payment intent", "read", {
+        "200": _ok("The intent", INTENT_BODY)}, errors=("404",), parameters=[_path("intent_id")],
+        tag="Disbursement")},
+    "/v1/charges": {"post": operation(
+        "Execute a confirmed payment intent: the operator calls disburse() once; at most one charge per "
+        "intent", "disburse", {
+            "201": _ok("Settled: succeeded (charge.succeeded) or failed (charge.failed, see failure_code)",
+                       CHARGE_BODY),
+            "202": _ok("Not mined within the configured wait: pending; the daemon finishes it, poll "
+                       "GET /v1/charges/{id}", CHARGE_BODY)},
+        errors=("404", "409", "410", "422", "503"), body=payments.CreateCharge, tag="Disbursement")},
+    "/v1/charges/{charge_id}": {"get": operation("Read a charge", "read", {
+        "200": _ok("The charge", CHARGE_BODY)}, errors=("404",), parameters=[_path("charge_id")],
+        tag="Disbursement")},
+})
+
 BODY_MODELS = [users.CreateUser, admin.CreateKey, wallet_connect.ConnectWallet,
-               platforms.DirectPlatformConnection]
+               platforms.DirectPlatformConnection, payments.CreatePaymentIntent, payments.CreateCharge]

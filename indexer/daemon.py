@@ -13,8 +13,10 @@ from indexer.backfill import Backfiller
 from indexer.balances import BalanceRefresher
 from indexer.fetcher import LogFetcher
 from indexer.follower import Follower
+from indexer.payment_jobs import payment_tasks
 from indexer.ranges import AdaptiveRange
 from indexer.rpc import RpcClient
+from vip.clock import ChainClock, clock_for
 from vip.config import NetworkConfig, Settings
 from vip.store.engine import create_engine
 
@@ -79,6 +81,10 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
                                          name=f"balances-{network.name}"))
         log.info("following network", network=network.name, chain_id=network.chain_id, mode=network.mode,
                  finality_depth=network.finality_depth)
+    # Disbursement: approval confirmation, intent expiry, charge completion.
+    clock = clock_for(settings)
+    tasks += payment_tasks(settings, engine, {n.name: r for n, r in zip(chosen, rpcs, strict=True)}, clock,
+                           stop)
     try:
         await stop.wait()
     finally:
@@ -87,6 +93,8 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
         await asyncio.gather(*tasks, return_exceptions=True)
         for rpc in rpcs:
             await rpc.close()
+        if isinstance(clock, ChainClock):
+            await clock.close()
         if runner is not None:
             await runner.cleanup()
         await engine.dispose()

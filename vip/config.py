@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
 from eth_utils import to_checksum_address
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_DIR = REPO_ROOT / "config"
@@ -25,6 +26,9 @@ ENV_DATABASE_URL = "DATABASE_URL"
 ENV_CONFIG_FILES = "VIP_CONFIG"  # extra TOML files (os.pathsep-separated) overlaid on config/
 ENV_LOG_FORMAT = "VIP_LOG_FORMAT"  # "console" or "json"
 ENV_STATE_SECRET = "VIP_STATE_SECRET"  # signs OAuth state values
+# Disbursement operator key: the key itself, or a keystore file (path in config) and its password.
+ENV_OPERATOR_KEY = "VIP_OPERATOR_KEY"
+ENV_OPERATOR_KEYSTORE_PASSWORD = "VIP_OPERATOR_KEYSTORE_PASSWORD"
 
 
 class _Strict(BaseModel):
@@ -111,6 +115,41 @@ class IndexerConfig(_Strict):
     max_logs_per_batch: int = Field(default=20000, ge=1)
 
 
+# --- disbursement ---------------------------------------------------------------------------------------
+
+class DisbursementConfig(_Strict):
+    """Payment intents and charges. The operator key comes from $VIP_OPERATOR_KEY or from a keystore
+    file (`operator_keystore`) with its password in $VIP_OPERATOR_KEYSTORE_PASSWORD; both are SecretStr
+    so they never appear in a repr or a log."""
+
+    intent_ttl_s: int = Field(default=1800, ge=60)
+    max_amount_usd: Decimal = Field(default=Decimal(1_000_000), gt=0)
+    # POST /v1/charges waits this long for the receipt, then answers 202 and the daemon finishes.
+    charge_wait_s: float = Field(default=20.0, ge=0)
+    # A broadcast transaction neither mined nor known to the node after this long is replaced (same nonce).
+    replace_after_s: float = Field(default=60.0, gt=0)
+    # A transaction the node forgot this soon after broadcast may not have reached the node we asked
+    # (load balancers); it is replaced only after this grace.
+    drop_grace_s: float = Field(default=2.0, ge=0)
+    # Replacement fees: at least this many percent above the previous attempt (nodes demand >= 10).
+    fee_bump_percent: int = Field(default=25, ge=10)
+    # Cap on maxFeePerGas, in gwei: a fee spike leaves the charge pending rather than overpaying.
+    max_fee_gwei: Decimal = Field(default=Decimal(500), gt=0)
+    # The executor's lease on a charge; another process takes the charge over after it lapses.
+    lease_s: float = Field(default=60.0, gt=0)
+    poll_interval_s: float = Field(default=2.0, gt=0)
+    operator_private_key: SecretStr | None = None
+    operator_keystore: str | None = None
+    operator_keystore_password: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _lease_outlives_the_wait(self) -> DisbursementConfig:
+        # The API holds a charge's lease while it waits; a shorter lease would let a daemon start on it.
+        if self.lease_s <= self.charge_wait_s:
+            raise ValueError("lease_s must be longer than charge_wait_s")
+        return self
+
+
 class Settings(_Strict):
     database_url: str | None = None
     log_format: Literal["console", "json"] = "console"
@@ -119,6 +158,7 @@ class Settings(_Strict):
     rpc: RpcConfig = RpcConfig()
     indexer: IndexerConfig = IndexerConfig()
     networks: dict[str, NetworkConfig] = {}
+    disbursement: DisbursementConfig = DisbursementConfig()
 
     @model_validator(mode="after")
     def _name_networks(self) -> Settings:
@@ -175,4 +215,8 @@ def load_settings(
         raw["log_format"] = env[ENV_LOG_FORMAT]
     if env.get(ENV_STATE_SECRET):
         raw.setdefault("api", {})["state_secret"] = env[ENV_STATE_SECRET]
+    if env.get(ENV_OPERATOR_KEY):
+        raw.setdefault("disbursement", {})["operator_private_key"] = env[ENV_OPERATOR_KEY]
+    if env.get(ENV_OPERATOR_KEYSTORE_PASSWORD):
+        raw.setdefault("disbursement", {})["operator_keystore_password"] = env[ENV_OPERATOR_KEYSTORE_PASSWORD]
     return Settings.model_validate(raw)

@@ -19,7 +19,7 @@ from web3 import Web3
 
 from api import keys
 from vip.client import VipClient
-from vip.config import ENV_CONFIG_FILES, ENV_DATABASE_URL, REPO_ROOT, load_settings
+from vip.config import ENV_CONFIG_FILES, ENV_DATABASE_URL, ENV_OPERATOR_KEY, REPO_ROOT, load_settings
 from vip.devstack.anvil import AnvilNode, start_anvil
 from vip.devstack.demo import demo_calls, seed_demo
 from vip.devstack.deploy import LocalContracts, deploy_local_contracts
@@ -150,6 +150,8 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
         env = dict(os.environ)
         env[ENV_DATABASE_URL] = database_url
         env[ENV_CONFIG_FILES] = os.pathsep.join([str(local_config), str(overlay)])
+        # The contract's operator: a funded Anvil dev account, handed to the children in their environment.
+        env.setdefault(ENV_OPERATOR_KEY, dev_keys(node).operator)
         settings = load_settings(environ=env)
         vip = [sys.executable, "-m", "vip.cli"]
         logs = data_dir / "logs"

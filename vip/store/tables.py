@@ -330,3 +330,90 @@ address_balances = Table(
 # GET /v1/transactions?classification=...: a wallet's labels of one class, without reading all its transfers.
 Index("ix_transfer_labels_network_wallet_address_classification",
       transfer_labels.c.network, transfer_labels.c.wallet_address, transfer_labels.c.classification)
+
+# --- disbursement -----------------------------------------------------------------------------------------
+
+# A lender's staged loan payout: approve the disbursement contract for `amount`, then charge it once.
+payment_intents = Table(
+    "payment_intents",
+    metadata,
+    Column("id", Text, primary_key=True),  # pi_<hex>
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("user_id", Text, ForeignKey("users.id"), nullable=False),
+    # pending_approval | approval_confirmed | expired | succeeded | failed
+    Column("status", Text, nullable=False),
+    Column("amount_usd", Numeric(38, 6), nullable=False),
+    Column("amount", UINT256, nullable=False),  # token base units
+    Column("token", Text, nullable=False),
+    Column("token_address", Text, nullable=False),  # lower-case
+    Column("network", Text, nullable=False),
+    Column("recipient_wallet", Text, nullable=False),  # lower-case
+    Column("funding_wallet", Text, nullable=False),  # lower-case; the approving owner
+    Column("contract_address", Text, nullable=False),  # lower-case; the spender
+    Column("chain_intent_id", Text, nullable=False, unique=True),  # bytes32 hex handed to disburse()
+    Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("approval_tx_hash", Text),
+    Column("approval_confirmed_at", DateTime(timezone=True)),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    # Creation order (timestamps tie on a chain clock): approvals confirm intents first come, first served.
+    Column("seq", BigInteger, Identity(), nullable=False, unique=True),
+    Index(None, "status", "network", "created_at"),
+    Index(None, "organisation_id", "created_at"),
+)
+
+# At most one charge per intent (the unique payment_intent_id), whatever the clients do.
+charges = Table(
+    "charges",
+    metadata,
+    Column("id", Text, primary_key=True),  # ch_<hex>
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("payment_intent_id", Text, ForeignKey("payment_intents.id"), nullable=False, unique=True),
+    Column("status", Text, nullable=False),  # pending | succeeded | failed
+    Column("network", Text, nullable=False),
+    Column("approval_tx_hash", Text, nullable=False),
+    Column("disbursement_tx_hash", Text),
+    Column("failure_code", Text),
+    Column("failure_message", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("requested_at", DateTime(timezone=True), nullable=False, server_default=NOW),  # wall clock
+    Column("executed_at", DateTime(timezone=True)),
+    # Lease of the one executor working the charge (API request or daemon); wall clock of the database.
+    Column("locked_until", DateTime(timezone=True)),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Index("ix_charges_pending", "next_attempt_at", postgresql_where=text("status = 'pending'")),
+)
+
+# Every signed disburse() transaction, recorded before it is broadcast; replacements share the nonce.
+disbursement_transactions = Table(
+    "disbursement_transactions",
+    metadata,
+    Column("tx_hash", Text, primary_key=True),
+    Column("charge_id", Text, ForeignKey("charges.id"), nullable=False),
+    Column("network", Text, nullable=False),
+    Column("sender", Text, nullable=False),  # the operator address, lower-case
+    Column("nonce", BigInteger, nullable=False),
+    Column("raw_tx", Text, nullable=False),  # signed bytes, hex: re-broadcastable after a crash
+    Column("gas_limit", BigInteger, nullable=False),
+    Column("max_fee_per_gas", UINT256, nullable=False),
+    Column("max_priority_fee_per_gas", UINT256, nullable=False),
+    # signed | broadcast | mined | reverted | replaced
+    Column("status", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("broadcast_at", DateTime(timezone=True)),
+    Column("block_number", BigInteger),
+    Index(None, "charge_id"),
+    Index(None, "network", "sender", "nonce"),
+)
+
+# The next nonce of each operator account, allocated under this row's lock (several processes share it).
+operator_nonces = Table(
+    "operator_nonces",
+    metadata,
+    Column("network", Text, nullable=False),
+    Column("sender", Text, nullable=False),
+    Column("next_nonce", BigInteger, nullable=False),
+    PrimaryKeyConstraint("network", "sender"),
+)

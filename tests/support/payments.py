@@ -1,0 +1,156 @@
+"""Disbursement in tests: an API with an operator key, lenders that approve from Anvil dev accounts,
+borrowers with connected wallets, and on-chain balances as ground truth."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from decimal import Decimal
+
+from eth_abi import decode, encode
+from eth_account import Account
+from eth_utils import function_signature_to_4byte_selector, to_checksum_address
+from pydantic import SecretStr
+from sqlalchemy import select
+
+from api.jsonio import dumps
+from tests.support.api import ApiHarness
+from tests.support.chain import ChainDriver, indexer_settings, local_network
+from tests.support.wallets import connect
+from vip.chain.contracts import DISBURSED_TOPIC
+from vip.config import DisbursementConfig, Settings
+from vip.store.tables import outbox_events, payment_intents
+
+_BALANCE_OF = function_signature_to_4byte_selector("balanceOf(address)")
+
+
+def disbursement_settings(driver: ChainDriver, *, charge_wait_s: float = 10.0, finality_depth: int = 2,
+                          **overrides) -> Settings:
+    """Settings on the driver's chain, with its operator (dev account 1) as the operator key."""
+    network = local_network(driver.node.rpc_url, driver.node.chain_id, driver.contracts,
+                            finality_depth=finality_depth)
+    config = DisbursementConfig(operator_private_key=SecretStr(driver.node.private_keys[1]),
+                                charge_wait_s=charge_wait_s, poll_interval_s=0.1, **overrides)
+    return indexer_settings(network).model_copy(update={"disbursement": config})
+
+
+def balance(driver: ChainDriver, token: str, holder: str) -> int:
+    data = "0x" + (_BALANCE_OF + encode(["address"], [to_checksum_address(holder)])).hex()
+    result = driver.node.call("eth_call", [{"to": driver.tokens[token], "data": data}, "latest"])
+    return decode(["uint256"], bytes.fromhex(result[2:]))[0]
+
+
+def disbursed_logs(driver: ChainDriver, chain_intent_id: str | None = None) -> list[dict]:
+    topics: list = [DISBURSED_TOPIC] + ([chain_intent_id] if chain_intent_id else [])
+    return driver.node.call("eth_getLogs", [{"address": driver.contracts.disbursement, "fromBlock": "0x0",
+                                             "toBlock": "latest", "topics": topics}])
+
+
+@dataclass
+class Borrower:
+    user_id: str
+    wallet: str  # checksummed
+
+
+async def borrower(api: ApiHarness, org: str = "acme") -> Borrower:
+    account = Account.create()
+    user_id = await api.user(org)
+    await connect(api, user_id, account, org=org)
+    return Borrower(user_id, account.address)
+
+
+def lender(driver: ChainDriver, index: int, token: str = "USDC", amount: int = 10**13) -> str:
+    """Dev account `index` (an unlocked Anvil account), funded with `amount` of `token`; checksummed."""
+    address = driver.accounts[index]
+    driver.mint(token, address, amount)
+    return to_checksum_address(address)
+
+
+def intent_body(who: Borrower, funding: str, amount_usd: str = "250.5", token: str = "USDC") -> dict:
+    return {"user_id": who.user_id, "amount_usd": Decimal(amount_usd), "token": token, "network": "local",
+            "recipient_wallet": who.wallet, "funding_wallet": funding,
+            "metadata": {"loan_id": "L-1", "term_months": 12}}
+
+
+async def post_json(api: ApiHarness, path: str, body: dict, org: str = "acme"):
+    """POST with amounts written as exact JSON numbers."""
+    return await api.client.post(path, data=dumps(body), headers={
+        **await api.headers(org), "Content-Type": "application/json"})
+
+
+async def create_intent(api: ApiHarness, who: Borrower, funding: str, amount_usd: str = "250.5",
+                        token: str = "USDC", org: str = "acme") -> dict:
+    resp = await post_json(api, "/v1/payment-intents", intent_body(who, funding, amount_usd, token), org)
+    assert resp.status == 201, await resp.text()
+    return (await resp.json())["payment_intent"]
+
+
+def approve(driver: ChainDriver, intent: dict, owner: str, amount: int | None = None) -> str:
+    """The approve() call of the intent's approval_calldata, from `owner` (0 first, as USDT requires);
+    mined, then buried past the test network's finality depth."""
+    calldata = intent["approval_calldata"]
+    token = next(s for s, a in driver.tokens.items() if a == calldata["token_contract"].lower())
+    driver.approve(token, owner.lower(), calldata["spender"], 0)
+    tx = driver.approve(token, owner.lower(), calldata["spender"],
+                        int(calldata["amount"]) if amount is None else amount)
+    driver.mine(3)
+    return tx
+
+
+async def wait_intent_status(api: ApiHarness, intent_id: str, status: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        async with api.engine.connect() as conn:
+            current = await conn.scalar(select(payment_intents.c.status)
+                                        .where(payment_intents.c.id == intent_id))
+        if current == status:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"intent {intent_id} is {current}, not {status}, after {timeout_s}s")
+        await asyncio.sleep(0.05)
+
+
+@asynccontextmanager
+async def daemon(settings: Settings, database_url: str):
+    from tests.support.indexer import running_indexer
+    async with running_indexer(settings, database_url) as task:
+        yield task
+
+
+@asynccontextmanager
+async def payments_api(aiohttp_client, database_url: str, engine, driver: ChainDriver, **overrides):
+    """The real app with an operator key on the driver's chain; every response checked against the
+    OpenAPI document."""
+    from api.app import create_app
+    from tests.support.openapi_check import conformance_middleware
+
+    settings = disbursement_settings(driver, **overrides)
+    app = create_app(settings, database_url)
+    violations: list = []
+    app.middlewares.insert(0, conformance_middleware(violations, settings.api.public_base_url))
+    client = await aiohttp_client(app)
+    yield ApiHarness(client, engine, settings)
+    assert not violations, "responses that break the OpenAPI document:\n" + "\n".join(map(str, violations))
+
+
+async def event_types(api: ApiHarness) -> list[tuple[str, str]]:
+    """(type, object id) of the disbursement events, in order."""
+    async with api.engine.connect() as conn:
+        rows = await conn.execute(select(outbox_events.c.type, outbox_events.c.data)
+                                  .order_by(outbox_events.c.seq))
+        return [(r.type, r.data["object"]["id"]) for r in rows
+                if r.type.startswith(("payment_intent.", "charge."))]
+
+
+async def confirmed_intent(api: ApiHarness, chain: ChainDriver, database_url: str, amount: str = "12.345678",
+                           token: str = "USDC", lender_index: int = 7):
+    """A borrower, a funded lender, and an intent the daemon confirmed; the daemon is stopped again."""
+    who = await borrower(api)
+    funding = lender(chain, lender_index, token)
+    intent = await create_intent(api, who, funding, amount, token)
+    tx = approve(chain, intent, funding)
+    async with daemon(api.settings, database_url):
+        await wait_intent_status(api, intent["id"], "approval_confirmed")
+    return who, funding, intent, tx

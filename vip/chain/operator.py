@@ -1,0 +1,28 @@
+"""The operator account that calls Disbursement.disburse, from config: the key itself ($VIP_OPERATOR_KEY)
+or an encrypted keystore file and its password. The key is never logged and never leaves this object."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+
+from vip.config import DisbursementConfig
+
+
+class OperatorKeyMissing(RuntimeError):
+    """No operator key is configured: intents work, charges cannot execute."""
+
+
+def load_operator(config: DisbursementConfig) -> LocalAccount:
+    if config.operator_private_key is not None:
+        return Account.from_key(config.operator_private_key.get_secret_value())
+    if config.operator_keystore:
+        if config.operator_keystore_password is None:
+            raise OperatorKeyMissing("operator_keystore is set but $VIP_OPERATOR_KEYSTORE_PASSWORD is not")
+        keystore = json.loads(Path(config.operator_keystore).read_text())
+        key = Account.decrypt(keystore, config.operator_keystore_password.get_secret_value())
+        return Account.from_key(key)
+    raise OperatorKeyMissing("no operator key: set $VIP_OPERATOR_KEY or disbursement.operator_keystore")

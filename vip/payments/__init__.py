@@ -1,0 +1,1 @@
+"""Payment intents and charges: pure rules (`rules`) and their state in PostgreSQL (`store`)."""

@@ -1,0 +1,196 @@
+"""Payment intents and charges in PostgreSQL: their JSON shapes, state changes with their events (one
+transaction each), and the lease an executor holds on a pending charge."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from eth_utils import to_checksum_address
+from sqlalchemy import func, select, text, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from api.jsonio import iso, usd
+from vip import metrics
+from vip.payments import rules
+from vip.store.outbox import record_event
+from vip.store.tables import charges, payment_intents
+
+
+def intent_json(row) -> dict[str, Any]:
+    """The spec's Payment intent, plus the funding wallet, metadata and the confirmed approval."""
+    contract = to_checksum_address(row.contract_address)
+    return {
+        "id": row.id,
+        "status": row.status,
+        "user_id": row.user_id,
+        "amount_usd": usd(Decimal(row.amount_usd)),
+        "token": row.token,
+        "network": row.network,
+        "recipient_wallet": to_checksum_address(row.recipient_wallet),
+        "funding_wallet": to_checksum_address(row.funding_wallet),
+        "contract_address": contract,
+        "approval_calldata": {
+            "function": "approve",
+            "spender": contract,
+            "amount": str(int(row.amount)),
+            "token_contract": to_checksum_address(row.token_address),
+        },
+        "approval_tx_hash": row.approval_tx_hash,
+        "metadata": row.metadata,
+        "expires_at": iso(row.expires_at),
+        "created_at": iso(row.created_at),
+    }
+
+
+def charge_json(charge, intent) -> dict[str, Any]:
+    """The spec's Charge, plus the approval it used, failure details and its creation time."""
+    return {
+        "id": charge.id,
+        "payment_intent_id": charge.payment_intent_id,
+        "status": charge.status,
+        "amount_usd": usd(Decimal(intent.amount_usd)),
+        "token": intent.token,
+        "network": charge.network,
+        "disbursement_tx_hash": charge.disbursement_tx_hash,
+        "recipient_wallet": to_checksum_address(intent.recipient_wallet),
+        "approval_tx_hash": charge.approval_tx_hash,
+        "executed_at": iso(charge.executed_at),
+        "failure_code": charge.failure_code,
+        "failure_message": charge.failure_message,
+        "created_at": iso(charge.created_at),
+    }
+
+
+# --- reads ---------------------------------------------------------------------------------------------
+
+async def load_intent(conn: AsyncConnection, intent_id: str, *, organisation_id: str | None = None,
+                      lock: bool = False):
+    query = select(payment_intents).where(payment_intents.c.id == intent_id)
+    if organisation_id is not None:
+        query = query.where(payment_intents.c.organisation_id == organisation_id)
+    if lock:
+        query = query.with_for_update()
+    return (await conn.execute(query)).first()
+
+
+async def load_charge(conn: AsyncConnection, charge_id: str, *, organisation_id: str | None = None):
+    query = select(charges).where(charges.c.id == charge_id)
+    if organisation_id is not None:
+        query = query.where(charges.c.organisation_id == organisation_id)
+    return (await conn.execute(query)).first()
+
+
+async def charge_of_intent(conn: AsyncConnection, intent_id: str):
+    return (await conn.execute(select(charges).where(charges.c.payment_intent_id == intent_id))).first()
+
+
+# --- intents -------------------------------------------------------------------------------------------
+
+async def create_intent(conn: AsyncConnection, values: dict[str, Any], now: datetime):
+    row = (await conn.execute(payment_intents.insert().values(
+        **values, status=rules.PENDING_APPROVAL, chain_intent_id=rules.chain_intent_id(values["id"]),
+        created_at=now, updated_at=now).returning(*payment_intents.c))).one()
+    await record_event(conn, "payment_intent.created", intent_json(row), created_at=now,
+                       organisation_id=row.organisation_id)
+    metrics.PAYMENT_INTENTS.labels(row.network, rules.PENDING_APPROVAL).inc()
+    return row
+
+
+async def confirm_intents(conn: AsyncConnection, intent_ids: list[str], approval_tx_hash: str,
+                          now: datetime) -> int:
+    rows = (await conn.execute(update(payment_intents).where(
+        payment_intents.c.id.in_(intent_ids), payment_intents.c.status == rules.PENDING_APPROVAL,
+    ).values(status=rules.APPROVAL_CONFIRMED, approval_tx_hash=approval_tx_hash, approval_confirmed_at=now,
+             updated_at=now).returning(*payment_intents.c))).all()
+    for row in rows:
+        await record_event(conn, "payment_intent.approval_confirmed", intent_json(row), created_at=now,
+                           organisation_id=row.organisation_id)
+        metrics.PAYMENT_INTENTS.labels(row.network, rules.APPROVAL_CONFIRMED).inc()
+    return len(rows)
+
+
+async def expire_due(conn: AsyncConnection, now: datetime, limit: int = 500) -> int:
+    """Intents still waiting for approval at their expiry become `expired` (several daemons share it)."""
+    due = select(payment_intents.c.id).where(
+        payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at <= now,
+    ).limit(limit).with_for_update(skip_locked=True)
+    rows = (await conn.execute(update(payment_intents).where(payment_intents.c.id.in_(due.scalar_subquery()))
+                               .values(status=rules.EXPIRED, updated_at=now)
+                               .returning(*payment_intents.c))).all()
+    for row in rows:
+        await record_event(conn, "payment_intent.expired", intent_json(row), created_at=now,
+                           organisation_id=row.organisation_id)
+        metrics.PAYMENT_INTENTS.labels(row.network, rules.EXPIRED).inc()
+    return len(rows)
+
+
+async def oldest_pending_approval(conn: AsyncConnection, now: datetime) -> datetime | None:
+    return await conn.scalar(select(func.min(payment_intents.c.created_at)).where(
+        payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at > now))
+
+
+# --- charges -------------------------------------------------------------------------------------------
+
+async def insert_charge(conn: AsyncConnection, values: dict[str, Any], lease_s: float):
+    """A new pending charge, leased to its creator so no daemon starts on it meanwhile."""
+    return (await conn.execute(charges.insert().values(
+        **values, status=rules.CHARGE_PENDING,
+        locked_until=func.now() + text(f"interval '{float(lease_s)} seconds'"),
+    ).returning(*charges.c))).one()
+
+
+async def claim_charge(conn: AsyncConnection, charge_id: str, lease_s: float) -> bool:
+    """Take the lease of a pending charge if nobody holds it."""
+    claimed = await conn.scalar(update(charges).where(
+        charges.c.id == charge_id, charges.c.status == rules.CHARGE_PENDING,
+        (charges.c.locked_until.is_(None)) | (charges.c.locked_until < func.now()),
+    ).values(locked_until=func.now() + text(f"interval '{float(lease_s)} seconds'"),
+             attempts=charges.c.attempts + 1).returning(charges.c.id))
+    return claimed is not None
+
+
+async def claim_due_charges(conn: AsyncConnection, lease_s: float, limit: int) -> list[str]:
+    """Pending charges due for another look whose lease lapsed (or never existed), leased to the caller."""
+    due = select(charges.c.id).where(
+        charges.c.status == rules.CHARGE_PENDING, charges.c.next_attempt_at <= func.now(),
+        (charges.c.locked_until.is_(None)) | (charges.c.locked_until < func.now()),
+    ).order_by(charges.c.next_attempt_at).limit(limit).with_for_update(skip_locked=True)
+    rows = await conn.execute(update(charges).where(charges.c.id.in_(due.scalar_subquery())).values(
+        locked_until=func.now() + text(f"interval '{float(lease_s)} seconds'"),
+        attempts=charges.c.attempts + 1).returning(charges.c.id))
+    return [r.id for r in rows]
+
+
+async def release_charge(conn: AsyncConnection, charge_id: str, retry_in_s: float) -> None:
+    await conn.execute(update(charges).where(charges.c.id == charge_id).values(
+        locked_until=None, next_attempt_at=func.now() + text(f"interval '{float(retry_in_s)} seconds'")))
+
+
+async def finish_charge(conn: AsyncConnection, charge_id: str, *, succeeded: bool, now: datetime,
+                        tx_hash: str | None, executed_at: datetime | None = None,
+                        failure_code: str | None = None, failure_message: str | None = None):
+    """Settle a pending charge and its intent, with the event, once. Returns the charge row, or None
+    when it was already settled (by another process)."""
+    status = rules.SUCCEEDED if succeeded else rules.FAILED
+    charge = (await conn.execute(update(charges).where(
+        charges.c.id == charge_id, charges.c.status == rules.CHARGE_PENDING,
+    ).values(status=status, disbursement_tx_hash=tx_hash, executed_at=executed_at,
+             failure_code=failure_code, failure_message=failure_message, locked_until=None,
+             ).returning(*charges.c))).first()
+    if charge is None:
+        return None
+    intent = (await conn.execute(update(payment_intents).where(
+        payment_intents.c.id == charge.payment_intent_id).values(status=status, updated_at=now)
+        .returning(*payment_intents.c))).one()
+    await record_event(conn, f"charge.{status}", charge_json(charge, intent), created_at=now,
+                       organisation_id=charge.organisation_id)
+    metrics.CHARGES.labels(charge.network, status).inc()
+    metrics.PAYMENT_INTENTS.labels(intent.network, status).inc()
+    return charge
+
+
+async def oldest_pending_charge(conn: AsyncConnection) -> datetime | None:
+    return await conn.scalar(select(func.min(charges.c.requested_at)).where(
+        charges.c.status == rules.CHARGE_PENDING))
