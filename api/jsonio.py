@@ -2,42 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
-from decimal import Context, Decimal
+from decimal import Decimal
 from typing import Any
 
 import orjson
 import simplejson
 from aiohttp import web
 
-USD_PLACES = Decimal("0.000001")
-
-
-def iso(ts: datetime | None) -> str | None:
-    if ts is None:
-        return None
-    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def iso_date(day: date | None) -> str | None:
-    return day.isoformat() if day is not None else None
-
-
-def usd(value: Decimal) -> Decimal:
-    """A USD amount as it is serialised: at most 6 decimals, trailing zeros dropped."""
-    quantised = value.quantize(USD_PLACES)
-    return quantised.normalize() if quantised != quantised.to_integral() else quantised.quantize(Decimal(1))
-
-
-_EXACT = Context(prec=100)  # more digits than any uint256 has
-
-
-def token_units(raw: int, decimals: int) -> Decimal:
-    """Base units -> token units, exact for any uint256, never written with an exponent (10, not 1E+1)."""
-    if raw == 0:
-        return Decimal(0)
-    value = Decimal(raw).scaleb(-decimals, _EXACT).normalize(_EXACT)
-    return value.quantize(Decimal(1), context=_EXACT) if value.as_tuple().exponent > 0 else value
+from vip.formats import USD_PLACES, iso, iso_date, token_units, usd  # noqa: F401 (the API's JSON helpers)
 
 
 def _exact_number(value: Any) -> orjson.Fragment:

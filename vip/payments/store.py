@@ -11,8 +11,8 @@ from eth_utils import to_checksum_address
 from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from api.jsonio import iso, usd
 from vip import metrics
+from vip.formats import iso, usd
 from vip.payments import rules
 from vip.store.outbox import record_event
 from vip.store.tables import charges, payment_intents
