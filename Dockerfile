@@ -1,30 +1,52 @@
-# Production image: the API (`vip serve`) and the indexer daemon (`vip index`) from one image.
-# Anvil, solcjs and the embedded PostgreSQL are development tools and are not used here: set
-# DATABASE_URL and the VIP_RPC_<NETWORK> variables.
+# syntax=docker/dockerfile:1
+# One image, two roles: the API (`vip serve`, the default) and the indexer daemon (`vip index`), plus the
+# one-off `vip migrate`. Anvil, solcjs and the embedded PostgreSQL are development tools and are not in
+# it: set DATABASE_URL and the VIP_RPC_<NETWORK> variables. See docs/operations.md ("Container").
 #
 #   docker build -t vip .
-#   docker run -e DATABASE_URL=... vip                       # the API on :8080
-#   docker run -e DATABASE_URL=... -e VIP_RPC_BASE=... vip vip index   # the daemon, metrics on :9464
+#   docker run -e DATABASE_URL=postgresql://... -p 8080:8080 vip                     # the API
+#   docker run -e DATABASE_URL=postgresql://... -e VIP_RPC_BASE=https://... vip index  # the daemon, :9464
+#   docker run -e DATABASE_URL=postgresql://... vip migrate
 
-FROM python:3.11-slim AS build
+# --- builder: the package and its dependencies in a virtual environment -----------------------------
+FROM python:3.11-slim AS builder
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
+RUN python -m venv /opt/venv
+# Dependencies first, in a layer of their own that a code change does not invalidate. pgserver (the
+# embedded PostgreSQL for development: 34 MB of binaries) is left out; the image always uses DATABASE_URL.
 COPY pyproject.toml README.md ./
+RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; \
+print('\n'.join(d for d in deps if not d.startswith('pgserver')))" > /tmp/requirements.txt \
+ && /opt/venv/bin/pip install -r /tmp/requirements.txt
 COPY vip ./vip
 COPY indexer ./indexer
 COPY api ./api
 COPY verification ./verification
-# Installed in place: the code finds config/ and contracts/artifacts/ beside its packages in /app.
-RUN python -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir -e .
+# Installed in place (editable): the code finds config/ and contracts/artifacts/ beside its packages.
+RUN /opt/venv/bin/pip install --no-deps -e . \
+ && /opt/venv/bin/pip uninstall -y pip
 
-FROM python:3.11-slim
-RUN useradd --create-home --uid 10001 vip
-COPY --from=build /opt/venv /opt/venv
-COPY --from=build /app /app
+# --- runtime: slim, non-root, only what the service runs --------------------------------------------
+FROM python:3.11-slim AS runtime
+RUN useradd --system --uid 10001 --user-group --home-dir /app --shell /usr/sbin/nologin vip
+COPY --from=builder /opt/venv /opt/venv
+COPY --from=builder /app /app
 COPY config /app/config
 COPY contracts/artifacts /app/contracts/artifacts
+COPY deploy/container.toml /app/deploy/container.toml
 WORKDIR /app
-ENV PATH=/opt/venv/bin:$PATH VIP_LOG_FORMAT=json PYTHONUNBUFFERED=1
+# container.toml makes the API and the daemon's metrics listen on every interface; append your own
+# overlays to VIP_CONFIG with ":" (see deploy/compose.yaml).
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    VIP_LOG_FORMAT=json \
+    VIP_CONFIG=/app/deploy/container.toml
 USER vip
 EXPOSE 8080 9464
-HEALTHCHECK --interval=30s --timeout=5s CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4)" || exit 1
-CMD ["vip", "serve", "--host", "0.0.0.0"]
+# For the API role. The daemon's container overrides it with its own /healthz on 9464 (deploy/compose.yaml).
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/v1/health', timeout=4)"]
+ENTRYPOINT ["vip"]
+CMD ["serve"]

@@ -27,6 +27,7 @@ from api.routes import (
     wallet_connect,
     wallets,
 )
+from api.routes import dev as dev_routes  # integrators' test clock (local networks only)
 from vip.clock import ChainClock, clock_for
 from vip.config import Settings
 from vip.store.engine import create_engine
@@ -34,7 +35,8 @@ from vip.store.engine import create_engine
 log = structlog.get_logger(__name__)
 ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.routes, connections.routes,
                 wallets.routes, transactions.routes, docs.routes,
-                payments.routes)  # disbursement
+                payments.routes,  # disbursement
+                dev_routes.routes)  # integrators' test clock (local networks only)
 MAX_BODY_BYTES = 1024 * 1024
 
 

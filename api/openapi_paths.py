@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from api.openapi import TIMESTAMP, _ok, _path, _query, operation, ref
 from api.routes import admin, payments, platforms, users, wallet_connect
+from api.routes import dev as dev_routes
 
 USER_ID = {"type": "string", "minLength": 1}
 CONNECTION_BODY = {"type": "object", "properties": {"connection": ref("Connection")},
@@ -131,3 +132,21 @@ PATHS.update({
 
 BODY_MODELS = [users.CreateUser, admin.CreateKey, wallet_connect.ConnectWallet,
                platforms.DirectPlatformConnection, payments.CreatePaymentIntent, payments.CreateCharge]
+
+# --- dev: integrators' test clock ----------------------------------------------------------------------
+CHAIN_HEAD = {"type": "object", "properties": {
+    "block_number": {"type": "integer"}, "timestamp": TIMESTAMP, "unix_timestamp": {"type": "integer"}},
+    "required": ["block_number", "timestamp", "unix_timestamp"]}
+PATHS["/v1/dev/time-travel"] = {"post": operation(
+    "Move a local network's time forward and mine blocks (a test clock; local networks only)", "admin", {
+        "200": _ok("The head before and after", {"type": "object", "properties": {
+            "network": {"type": "string"}, "previous": CHAIN_HEAD, "head": CHAIN_HEAD,
+            "advanced_seconds": {"type": "integer"}, "blocks_mined": {"type": "integer"}},
+            "required": ["network", "previous", "head", "advanced_seconds", "blocks_mined"]})},
+    errors=("422", "502"), body=dev_routes.TimeTravelRequest, tag="Development")}
+PATHS["/v1/dev/time-travel"]["post"]["description"] += (
+    " Refused with 422 ERR_NETWORK_NOT_LOCAL on a network not marked `local = true` in the configuration"
+    " (or without an RPC URL), and with 400 ERR_VALIDATION on an unknown network or a to_timestamp not"
+    " after the head block's. The service's clock follows the first local network, so expiries and"
+    " lookback windows move too.")
+BODY_MODELS.append(dev_routes.TimeTravelRequest)

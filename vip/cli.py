@@ -1,4 +1,4 @@
-"""The `vip` command: dev, index, serve, migrate, watch, status."""
+"""The `vip` command: dev, index, serve, migrate, watch, status, keys, time-travel."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import signal
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from vip.config import REPO_ROOT, Settings, load_settings
@@ -160,6 +160,52 @@ def cmd_status(settings: Settings, _: argparse.Namespace) -> int:
     return 0
 
 
+# --- dev: integrators' test clock ----------------------------------------------------------------------
+def _unix_time(text: str) -> int:
+    """Unix seconds, or an ISO 8601 time (UTC when it names no zone)."""
+    if text.isdigit():
+        return int(text)
+    moment = datetime.fromisoformat(text)
+    return int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp())
+
+
+def cmd_time_travel(settings: Settings, args: argparse.Namespace) -> int:
+    from indexer.rpc import RpcError
+    from vip.devstack import time_travel
+
+    dev_networks = Path(args.data_dir) / "networks.local.toml"  # written by a running `vip dev`
+    if args.network not in settings.networks and dev_networks.exists():
+        settings = load_settings(extra_files=[dev_networks])
+    try:
+        network = time_travel.local_network(settings, args.network)
+        moved = asyncio.run(time_travel.travel(
+            network, settings.rpc, seconds=args.seconds, blocks=args.blocks,
+            to_timestamp=_unix_time(args.to_timestamp) if args.to_timestamp else None))
+    except (time_travel.TimeTravelRefused, time_travel.NotForward, ValueError) as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except RpcError as exc:
+        print(f"the RPC of {args.network} failed: {exc}", file=sys.stderr)
+        return 1
+    before, after = moved.before, moved.after
+    print(f"{moved.network}: block {before.number} -> {after.number}, "
+          f"{before.time:%Y-%m-%dT%H:%M:%SZ} -> {after.time:%Y-%m-%dT%H:%M:%SZ} "
+          f"(+{after.timestamp - before.timestamp} s)")
+    return 0
+
+
+def add_time_travel_parser(sub) -> None:
+    travel = sub.add_parser("time-travel", help="move a local chain's time forward and mine blocks")
+    travel.add_argument("--network", default="local", help="a network marked local = true (default: local)")
+    when = travel.add_mutually_exclusive_group()
+    when.add_argument("--seconds", type=int, help="stamp the first new block this long after the head")
+    when.add_argument("--to-timestamp", help="stamp the first new block at this time (ISO 8601 or Unix)")
+    travel.add_argument("--blocks", type=int, default=1, help="blocks to mine (default 1)")
+    travel.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR),
+                        help="a running `vip dev`'s data directory, whose local network is used")
+    travel.set_defaults(func=cmd_time_travel)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vip", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -210,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--start-block", type=int)
     start.add_argument("--start-time", help="ISO 8601; the first block at or after it is found by bisection")
     watch.set_defaults(func=cmd_watch)
+    add_time_travel_parser(sub)
     return parser
 
 

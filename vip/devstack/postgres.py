@@ -10,7 +10,11 @@ def embedded_postgres_url(data_dir: Path) -> str:
     """Start (or reuse) a private PostgreSQL cluster in `data_dir`; return a SQLAlchemy URL for it."""
     # NOTE: pgserver derives a runtime dir from XDG_RUNTIME_DIR and warns when it is unset.
     os.environ.setdefault("XDG_RUNTIME_DIR", str(data_dir.parent))
-    import pgserver  # imported lazily: only the embedded path needs its binaries
+    try:
+        import pgserver  # imported lazily: only the embedded path needs its binaries
+    except ImportError as exc:  # the container image leaves it out
+        raise RuntimeError("DATABASE_URL is not set and the embedded PostgreSQL (pgserver) is not "
+                           "installed: set DATABASE_URL") from exc
 
     data_dir.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(str(data_dir), cleanup_mode="stop")
