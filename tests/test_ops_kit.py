@@ -103,6 +103,7 @@ def test_references_reads_selectors_groupings_and_functions():
     assert refs.matchers == [("vip_rpc_request_seconds_bucket", {"kind"})]
     assert promql.balanced("max(a{b=\")\"})") and not promql.balanced("max(a{b})) (")
     assert promql.scraped_labels(("job", "kind")) == {"exported_job", "kind", "job", "instance"}
+    assert promql.scraped_labels(("queue", "kind")) == {"queue", "kind", "job", "instance"}
 
 
 def test_every_alert_rule_is_complete_valid_and_explained():

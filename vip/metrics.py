@@ -52,10 +52,10 @@ RPC_LATENCY = Histogram("rpc_request_seconds", "JSON-RPC request latency", ["net
 
 # --- jobs (rows in PostgreSQL taken with FOR UPDATE SKIP LOCKED) ----------------------------------------
 JOB_OLDEST_PENDING = Gauge("jobs_oldest_pending_seconds",
-                           "Age of the oldest job waiting to be worked, by job kind (0 when none)", ["job"],
+                           "Age of the oldest job waiting to be worked, by queue (0 when none)", ["queue"],
                            namespace=NAMESPACE)
-JOB_ERRORS = Counter("job_errors_total", "Job worker steps that failed, by job kind and error class",
-                     ["job", "kind"], namespace=NAMESPACE)
+JOB_ERRORS = Counter("job_errors_total", "Job worker steps that failed, by queue and error class",
+                     ["queue", "kind"], namespace=NAMESPACE)
 
 # --- verification -----------------------------------------------------------------------------------------
 VIP_REPORTS = Counter("vip_reports_generated_total", "VIP reports finished, by final status", ["status"],
