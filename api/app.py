@@ -23,6 +23,7 @@ from api.routes import (
     platforms,
     transactions,
     users,
+    verification,
     wallet_connect,
     wallets,
 )
@@ -32,7 +33,8 @@ from vip.store.engine import create_engine
 
 log = structlog.get_logger(__name__)
 ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.routes, connections.routes,
-                wallets.routes, transactions.routes, docs.routes)
+                wallets.routes, transactions.routes, docs.routes,
+                verification.routes)  # verification: VIP report, risk score
 MAX_BODY_BYTES = 1024 * 1024
 
 

@@ -15,7 +15,10 @@ from indexer.fetcher import LogFetcher
 from indexer.follower import Follower
 from indexer.ranges import AdaptiveRange
 from indexer.rpc import RpcClient
+from indexer.vip_job import VipReportJob  # verification: VIP generation job
+from vip.clock import ChainClock, clock_for
 from vip.config import NetworkConfig, Settings
+from vip.platforms import load_platforms
 from vip.store.engine import create_engine
 
 log = structlog.get_logger(__name__)
@@ -79,12 +82,18 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
                                          name=f"balances-{network.name}"))
         log.info("following network", network=network.name, chain_id=network.chain_id, mode=network.mode,
                  finality_depth=network.finality_depth)
+    # verification: the VIP generation job (not bound to a network; several daemons share its rows)
+    clock = clock_for(settings)
+    vip_job = VipReportJob(settings, engine, clock, load_platforms())
+    tasks.append(asyncio.create_task(vip_job.run(stop), name="vip-report-job"))
     try:
         await stop.wait()
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if isinstance(clock, ChainClock):
+            await clock.close()
         for rpc in rpcs:
             await rpc.close()
         if runner is not None:

@@ -57,6 +57,7 @@ class Outcome:
     findings: list[Finding]
     wallet: Wallet | None  # the wallet that received most verified income (else the first)
     platform: Platform | None  # the platform whose records were matched most (else the first)
+    own_transfers: list[Transfer]  # every transfer of the wallets (once, even between two of them)
 
 
 def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Sequence[IncomeRecord],
@@ -121,7 +122,8 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
     by_id = {p.id: p for p in platforms}
     platform = by_id.get(platform_hits.most_common(1)[0][0]) if platform_hits else (
         platforms[0] if platforms else None)
-    return Outcome(results, figures(results), labels, findings, primary, platform)
+    mine = {t.key: t for items in own.values() for t in items}
+    return Outcome(results, figures(results), labels, findings, primary, platform, list(mine.values()))
 
 
 def vip_report(outcome: Outcome, *, vip_id: str, user_id: str, generated_at: datetime,

@@ -162,3 +162,18 @@ def adverse_action_reasons(scores: dict[str, dict], rec: str, fraud_flag_count: 
 
 def credit_limit(income: Decimal, config: ScoringConfig) -> Decimal:
     return _usd(income * config.credit_limit_multiple)
+
+
+def risk_score(inputs: ScoreInputs, fraud_flags: list, config: ScoringConfig, *, score_id: str, user_id: str,
+               vip_id: str, generated_at: str) -> dict:
+    """The spec's risk score body."""
+    scores = pillars(inputs, config)
+    total = composite(scores)
+    rec = recommendation(total, inputs.fraud_flag_count, config)
+    return {
+        "id": score_id, "user_id": user_id, "vip_id": vip_id, "generated_at": generated_at,
+        "composite_score": total, "score_range": {"min": 0, "max": MAX_SCORE}, "recommendation": rec,
+        "suggested_credit_limit_usd": credit_limit(inputs.verified_monthly_income, config),
+        "pillars": scores, "fraud_flags": fraud_flags,
+        "adverse_action_reasons": adverse_action_reasons(scores, rec, inputs.fraud_flag_count, config),
+    }
