@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import timedelta
 from decimal import Decimal
 
@@ -22,7 +22,8 @@ def within(amount: int, reference: int, tolerance: Decimal) -> bool:
     return Decimal(abs(amount - reference)) <= EXACT.multiply(Decimal(reference), tolerance)
 
 
-def find_wash_trades(wallet: str, transfers: Iterable[Transfer], config: WashTradeConfig) -> set[TransferKey]:
+def find_wash_trades(wallet: str, transfers: Iterable[Transfer], config: WashTradeConfig,
+                     skip: Collection[str] = ()) -> set[TransferKey]:
     """Keys of the wallet's transfers that belong to a wash pattern.
 
     Per counterparty, every run of consecutive transfers between the wallet and it that fits in the
@@ -39,8 +40,8 @@ def find_wash_trades(wallet: str, transfers: Iterable[Transfer], config: WashTra
             by_counterparty[t.to_address].append((t.order, t, -t.amount))
     window = timedelta(days=config.window_days)
     flagged: set[TransferKey] = set()
-    for items in by_counterparty.values():
-        if len(items) < 2:
+    for counterparty, items in by_counterparty.items():
+        if len(items) < 2 or counterparty in skip:
             continue
         items.sort(key=lambda item: item[0])
         for i, (_, first, _) in enumerate(items):

@@ -79,7 +79,8 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
         touching = [t for t in everything if t.from_address in home or t.to_address in home]
         for w in mine:
             own[w] = [t for t in touching if w.address in (t.from_address, t.to_address)]
-            for key in find_wash_trades(w.address, own[w], config.wash_trade):
+            for key in find_wash_trades(w.address, own[w], config.wash_trade,
+                                        skip=config.dex_addresses.get(network, ())):
                 flags[(w.address, key)].add(WASH_TRADE)
         skip = dict.fromkeys(config.dex_addresses.get(network, ()), True) | dict.fromkeys(whitelisted, True)
         outbound = [t for t in touching if t.from_address in home]
