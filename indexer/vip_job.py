@@ -89,14 +89,15 @@ class VipReportJob:
                 if status == "error":
                     metrics.VIP_REPORTS.labels("error").inc()
                 return True
-        if status is None:
-            return False
+        if status is None or status == "fetching":
+            return status == "fetching"
         metrics.VIP_REPORTS.labels(status).inc()
         metrics.VIP_GENERATION_SECONDS.observe(time.perf_counter() - started)
         bound.info("VIP generated", status=status, seconds=round(time.perf_counter() - started, 3))
         return True
 
     async def _generate(self, conn: AsyncConnection, row, now: datetime, bound) -> str | None:
+        """The report's final status; "fetching" or None while its counterparties are not indexed yet."""
         config = self.config
         wallets = await inputs.active_wallets(conn, row.user_id)
         periods = lookback_periods(now, row.lookback_months)
@@ -124,8 +125,11 @@ class VipReportJob:
             parties[network] = inputs.counterparties(own[network], home, hubs,
                                                      config.circular_flow.max_counterparties)
 
-        if not await self._counterparties_ready(conn, row, parties, since, bound):
-            return None
+        ready = await self._counterparties_ready(conn, row, parties, since, bound)
+        if ready is not True:
+            # Behind every report due before now, so one waiting report never holds up the others.
+            await vip_reports.postpone(conn, row.id, now)
+            return ready  # "fetching" counts as work done; "waiting" lets the worker idle
 
         transfers: list[Transfer] = []
         for network, items in own.items():
@@ -141,9 +145,9 @@ class VipReportJob:
         return body["status"]
 
     async def _counterparties_ready(self, conn, row, parties: dict[str, list[str]], since: datetime,
-                                    bound) -> bool:
-        """Ask the indexer once for the counterparties' transfers; then wait (at most `fetch_wait_s`, wall
-        clock) until their backfills are done. The row stays due; the worker idles between looks."""
+                                    bound) -> bool | str | None:
+        """True when the counterparties' transfers are indexed. Otherwise asks the indexer for them once
+        ("fetching") or keeps waiting (None), at most `fetch_wait_s` of wall-clock time."""
         wall = datetime.now(UTC)
         if row.fetch_requested_at is None:
             added = 0
@@ -152,12 +156,11 @@ class VipReportJob:
             await vip_reports.mark_fetch_requested(conn, row.id, wall)
             if added:
                 bound.info("fetching counterparties' transfers", counterparties=added)
-                return False
-            return await self._backfills_done(conn, parties)
-        waited = (wall - row.fetch_requested_at).total_seconds()
-        if waited >= self.config.circular_flow.fetch_wait_s:
+                return "fetching"
+        elif (wall - row.fetch_requested_at).total_seconds() >= self.config.circular_flow.fetch_wait_s:
+            bound.warning("counterparty backfills still running; verifying with what is indexed")
             return True
-        return await self._backfills_done(conn, parties)
+        return True if await self._backfills_done(conn, parties) else None
 
     async def _backfills_done(self, conn, parties: dict[str, list[str]]) -> bool:
         for network, addresses in parties.items():

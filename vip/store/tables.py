@@ -339,6 +339,8 @@ vip_reports = Table(
     "vip_reports",
     metadata,
     Column("id", Text, primary_key=True),  # vip_<hex>
+    # Request order: "the latest report" even when two share a requested_at (a frozen local chain clock).
+    Column("seq", BigInteger, Identity(), nullable=False, unique=True),
     Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
     Column("user_id", Text, ForeignKey("users.id"), nullable=False),
     Column("lookback_months", Integer, nullable=False),
@@ -354,7 +356,7 @@ vip_reports = Table(
     Column("report", JSONB),
     # Cash-flow facts of the same data (average USDC balance, obligations) for the risk score.
     Column("cashflow", JSONB),
-    Index(None, "user_id", "lookback_months", "requested_at"),
+    Index(None, "user_id", "lookback_months", "seq"),
     Index("ix_vip_reports_due", "next_attempt_at", postgresql_where=text("status = 'pending'")),
 )
 

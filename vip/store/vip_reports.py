@@ -54,7 +54,7 @@ async def lock_user(conn: AsyncConnection, user_id: str) -> None:
 async def latest(conn: AsyncConnection, user_id: str, lookback_months: int):
     return (await conn.execute(select(vip_reports).where(
         vip_reports.c.user_id == user_id, vip_reports.c.lookback_months == lookback_months)
-        .order_by(vip_reports.c.requested_at.desc(), vip_reports.c.id.desc()).limit(1))).first()
+        .order_by(vip_reports.c.seq.desc()).limit(1))).first()
 
 
 async def request_report(conn: AsyncConnection, *, organisation_id: str, user_id: str, lookback_months: int,
@@ -81,8 +81,7 @@ async def find(conn: AsyncConnection, user_id: str, vip_id: str | None):
     query = select(vip_reports).where(vip_reports.c.user_id == user_id)
     if vip_id is not None:
         return (await conn.execute(query.where(vip_reports.c.id == vip_id))).first()
-    rows = (await conn.execute(query.order_by(vip_reports.c.requested_at.desc(), vip_reports.c.id.desc())
-                               .limit(50))).all()
+    rows = (await conn.execute(query.order_by(vip_reports.c.seq.desc()).limit(50))).all()
     finished = [r for r in rows if r.status != "pending"]
     return finished[0] if finished else (rows[0] if rows else None)
 
@@ -93,7 +92,7 @@ async def take_due(conn: AsyncConnection, now: datetime):
     """The next due pending report, locked for this transaction; other workers skip it."""
     return (await conn.execute(select(vip_reports).where(
         vip_reports.c.status == "pending", vip_reports.c.next_attempt_at <= now)
-        .order_by(vip_reports.c.next_attempt_at, vip_reports.c.id).limit(1)
+        .order_by(vip_reports.c.next_attempt_at, vip_reports.c.seq).limit(1)
         .with_for_update(skip_locked=True))).first()
 
 
@@ -115,7 +114,7 @@ async def previous_finished(conn: AsyncConnection, user_id: str, before_id: str)
     return (await conn.execute(select(vip_reports).where(
         vip_reports.c.user_id == user_id, vip_reports.c.id != before_id,
         vip_reports.c.status.in_(("verified", "partially_verified")))
-        .order_by(vip_reports.c.generated_at.desc()).limit(1))).first()
+        .order_by(vip_reports.c.seq.desc()).limit(1))).first()
 
 
 async def finish(conn: AsyncConnection, row, body: dict[str, Any], cashflow: dict[str, Any],

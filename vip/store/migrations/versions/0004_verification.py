@@ -18,6 +18,7 @@ depends_on = None
 def upgrade() -> None:
     op.create_table('vip_reports',
     sa.Column('id', sa.Text(), nullable=False),
+    sa.Column('seq', sa.BigInteger(), sa.Identity(always=False), nullable=False),
     sa.Column('organisation_id', sa.Text(), nullable=False),
     sa.Column('user_id', sa.Text(), nullable=False),
     sa.Column('lookback_months', sa.Integer(), nullable=False),
@@ -34,10 +35,11 @@ def upgrade() -> None:
     sa.ForeignKeyConstraint(['organisation_id'], ['organisations.id'],
                             name=op.f('fk_vip_reports_organisation_id_organisations')),
     sa.ForeignKeyConstraint(['user_id'], ['users.id'], name=op.f('fk_vip_reports_user_id_users')),
-    sa.PrimaryKeyConstraint('id', name=op.f('pk_vip_reports'))
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_vip_reports')),
+    sa.UniqueConstraint('seq', name=op.f('uq_vip_reports_seq'))
     )
-    op.create_index(op.f('ix_vip_reports_user_id_lookback_months_requested_at'), 'vip_reports',
-                    ['user_id', 'lookback_months', 'requested_at'], unique=False)
+    op.create_index(op.f('ix_vip_reports_user_id_lookback_months_seq'), 'vip_reports',
+                    ['user_id', 'lookback_months', 'seq'], unique=False)
     op.create_index('ix_vip_reports_due', 'vip_reports', ['next_attempt_at'], unique=False,
                     postgresql_where=sa.text("status = 'pending'"))
     op.create_table('risk_scores',
@@ -59,5 +61,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table('risk_scores')
     op.drop_index('ix_vip_reports_due', table_name='vip_reports', postgresql_where=sa.text("status = 'pending'"))
-    op.drop_index(op.f('ix_vip_reports_user_id_lookback_months_requested_at'), table_name='vip_reports')
+    op.drop_index(op.f('ix_vip_reports_user_id_lookback_months_seq'), table_name='vip_reports')
     op.drop_table('vip_reports')
