@@ -4,16 +4,18 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 
 from api.jsonio import dumps, loads
 from indexer.vip_job import VipReportJob
 from tests.support.api import ApiHarness
-from tests.test_api_transactions import add_wallet
+from tests.test_api_transactions import add_transfers, add_wallet, transfer
 from vip.clock import WallClock
 from vip.platforms import load_platforms
-from vip.store.tables import connections, outbox_events, vip_reports
+from vip.store.tables import chain_cursors, connections, outbox_events, users, vip_reports
+from vip.store.vip_reports import request_report
 
 EMPLOYER = "0x" + "e1" * 20
 
@@ -94,3 +96,54 @@ async def test_job_fails_a_report_whose_wallet_was_revoked(api: ApiHarness):
     assert failed[0]["object"]["error_code"] == "ERR_MISSING_WALLET"
     status, body = await get(api, "/v1/risk-score", user_id=user)
     assert (status, body["error"]["code"]) == (422, "ERR_VIP_FAILED")
+
+
+class FixedClock:
+    def __init__(self, now: datetime) -> None:
+        self.moment = now
+
+    async def now(self) -> datetime:
+        return self.moment
+
+
+async def test_income_change_against_the_previous_vip_fires_an_event(api: ApiHarness):
+    """Transfers written as the indexer would (final blocks of network `local`); two VIPs by the job."""
+    user = await api.user()
+    wallet = "0x" + "ef" * 20
+    await add_wallet(api.engine, "acme", user, wallet)
+    now = datetime(2026, 3, 3, tzinfo=UTC)
+    paid = {datetime(2026, 1, 25, 12, tzinfo=UTC): 5000, datetime(2026, 2, 25, 12, tzinfo=UTC): 7000}
+    rows = [transfer(100 + i, 0, EMPLOYER, wallet, amount * 10**6) for i, amount in enumerate(paid.values())]
+    for row, moment in zip(rows, paid, strict=True):
+        row["block_timestamp"] = moment
+    await add_transfers(api.engine, rows)
+    body = {"user_id": user, "platform": "paystream", "source_type": "payroll", "account_id": "a-2",
+            "data": {"account_holder": "Jane", "currency": "USD", "transaction_history": [
+                {"date": f"{moment:%Y-%m-%d}", "amount": amount, "direction": "inbound",
+                 "from_reference": EMPLOYER} for moment, amount in paid.items()]}}
+    resp = await api.client.post("/v1/connect/platform/direct", data=dumps(body),
+                                 headers={**await api.headers(), "Content-Type": "application/json"})
+    assert resp.status == 201, await resp.text()
+    async with api.engine.begin() as conn:
+        await conn.execute(insert(chain_cursors).values(network="local", chain_id=31337, block_number=1000))
+        org = (await conn.execute(select(users.c.organisation_id).where(users.c.id == user))).scalar_one()
+    job = VipReportJob(api.settings, api.engine, FixedClock(now), load_platforms())
+    ids = []
+    for lookback in (2, 1):  # median of 5,000 and 7,000 = 6,000; then the last month alone: 7,000
+        async with api.engine.begin() as conn:
+            row, created = await request_report(conn, organisation_id=org, user_id=user,
+                                                lookback_months=lookback, refresh=False, now=now,
+                                                cache=timedelta(hours=24))
+        assert created
+        ids.append(row.id)
+        while await job.run_once():
+            pass
+    async with api.engine.connect() as conn:
+        incomes = [(await conn.execute(select(vip_reports.c.status, vip_reports.c.verified_monthly_income)
+                                       .where(vip_reports.c.id == i))).one() for i in ids]
+        changes = (await conn.execute(select(outbox_events.c.data).where(
+            outbox_events.c.type == "income.change_detected"))).scalars().all()
+    assert [(s, int(v)) for s, v in incomes] == [("verified", 6000), ("verified", 7000)]
+    (change,) = changes
+    assert change["object"]["vip_id"] == ids[1] and change["object"]["previous_vip_id"] == ids[0]
+    assert change["object"]["change_pct"] == Decimal("0.166667")
