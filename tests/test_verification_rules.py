@@ -376,3 +376,18 @@ def test_composite_is_the_spec_formula_rounded_half_up(scores):
         Decimal(scores[2]) * Decimal("0.2") + Decimal(scores[3]) * Decimal("0.15")
     assert composite(p) == int(exact + Decimal("0.5"))
     assert 0 <= composite(p) <= 1000
+
+
+@given(expected=st.integers(1, 10**30), permille=st.integers(-80, 80), nudge=st.integers(-1, 1),
+       scale=st.integers(0, 18))
+def test_tiers_agree_with_exact_rational_arithmetic(expected, permille, nudge, scale):
+    """Amounts far beyond a float's 53 bits, right at the tier edges: the tier is what exact fractions
+    say, never a rounding."""
+    from fractions import Fraction
+
+    received = max(0, expected + expected * permille // 1000 + nudge)
+    e, r = Decimal(expected).scaleb(-scale), Decimal(received).scaleb(-scale)
+    gap = Fraction(abs(received - expected), expected)
+    want = ("exact" if gap == 0 else "close" if gap <= Fraction(2, 100)
+            else "approximate" if gap <= Fraction(5, 100) else None)
+    assert tier(e, r, MatchingConfig()) == want
