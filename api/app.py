@@ -24,6 +24,7 @@ from api.routes import (
     platforms,
     transactions,
     users,
+    verification,
     wallet_connect,
     wallets,
 )
@@ -36,6 +37,7 @@ log = structlog.get_logger(__name__)
 ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.routes, connections.routes,
                 wallets.routes, transactions.routes, docs.routes,
                 payments.routes,  # disbursement
+                verification.routes,  # VIP report, risk score
                 dev_routes.routes)  # integrators' test clock (local networks only)
 MAX_BODY_BYTES = 1024 * 1024
 

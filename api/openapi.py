@@ -217,3 +217,67 @@ def document(base_url: str) -> dict[str, Any]:
     from api.openapi_paths import BODY_MODELS, PATHS
 
     return build_document(PATHS, BODY_MODELS, base_url)
+
+
+# --- verification: VIP report and risk score --------------------------------------------------------------
+_USD = {"type": "number", "description": "USD, exact, at most 6 decimals"}
+_NULLABLE_USD = {"type": ["number", "null"]}
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+_PERIOD = {"type": "string", "pattern": r"^\d{4}-\d{2}$"}
+_REASON = obj({"code": {"type": "string"}, "message": {"type": "string"}, "details": {"type": "object"}},
+              required=["code", "message"])
+SCHEMAS.update({
+    "VerifiedPeriod": obj({
+        "period": _PERIOD, "expected_amount": _USD, "received_amount": _USD, "tx_hash": {"type": "string"},
+        "payout_date": {"type": "string", "format": "date"}, "block_timestamp": TIMESTAMP,
+        "origin_address": {"type": "string"}, "match_confidence": {"enum": ["exact", "close", "approximate"]},
+        "verified": {"const": True}}),
+    "UnverifiedPeriod": obj({
+        "period": _PERIOD, "expected_amount": _USD, "received_amount": _USD, "verified": {"const": False},
+        "reason_codes": {"type": "array", "items": {"type": "string"},
+                         "description": "ERR_INCOME_MISMATCH, ERR_WASH_TRADE_DETECTED, ERR_CIRCULAR_FLOW, "
+                                        "ERR_UNVERIFIED_SOURCE, ERR_INSUFFICIENT_HISTORY (no record)"},
+        "reasons": {"type": "array", "items": _REASON,
+                    "description": "ERR_INCOME_MISMATCH details: expected_amount, received_amount, "
+                                   "tolerance_pct, actual_variance_pct (fractions)"}}),
+    "FraudFlag": obj({
+        "code": {"enum": ["ERR_WASH_TRADE_DETECTED", "ERR_CIRCULAR_FLOW"]},
+        "fraud_type": {"enum": ["wash_trade", "circular"]}, "tx_hash": {"type": "string"},
+        "log_index": {"type": "integer"}, "network": {"type": "string"}, "wallet_id": ID,
+        "wallet_address": {"type": "string"}, "amount_usd": _USD, "block_timestamp": TIMESTAMP}),
+    "VipReport": obj({
+        "id": ID, "user_id": ID, "generated_at": NULLABLE_TIMESTAMP,
+        "status": {"enum": ["verified", "partially_verified", "unverified", "pending", "error"]},
+        "verified_monthly_income_usd": _NULLABLE_USD, "income_currency": {"type": "string"},
+        "verification_method": {"const": "deterministic_match"},
+        "data_source_type": {"enum": ["payroll", "neobank_account", "exchange_account", "payment_platform",
+                                      "digital_wallet", None]},
+        "data_source_platform": _NULLABLE_TEXT, "payroll_platform": _NULLABLE_TEXT,
+        "periods_verified": {"type": "integer"}, "periods_requested": {"type": "integer"},
+        "consistency_rate": _NULLABLE_USD, "average_verified_amount": _NULLABLE_USD,
+        "income_variance": _NULLABLE_USD,
+        "verified_periods": {"type": "array", "items": ref("VerifiedPeriod")},
+        "unverified_periods": {"type": "array", "items": ref("UnverifiedPeriod")},
+        "fraud_flags": {"type": "array", "items": ref("FraudFlag")},
+        "wallet_address": _NULLABLE_TEXT, "network": _NULLABLE_TEXT,
+        "error_code": {"type": ["string", "null"],
+                       "description": "ERR_INSUFFICIENT_HISTORY for unverified; for error: "
+                                      "ERR_VIP_GENERATION_FAILED, ERR_MISSING_WALLET, ERR_MISSING_PLATFORM"},
+    }),
+    "Pillar": obj({"weight": NUMBER, "score": {"type": "integer", "minimum": 0, "maximum": 1000},
+                   "weighted_contribution": {"type": "integer"}, "details": {"type": "object"},
+                   "explanation": {"type": "string"}}),
+    "RiskScore": obj({
+        "id": ID, "user_id": ID, "vip_id": ID, "generated_at": TIMESTAMP,
+        "composite_score": {"type": "integer", "minimum": 0, "maximum": 1000},
+        "score_range": obj({"min": {"const": 0}, "max": {"const": 1000}}),
+        "recommendation": {"enum": ["approve", "approve_with_conditions", "refer", "decline"]},
+        "suggested_credit_limit_usd": _USD,
+        "pillars": obj({name: ref("Pillar") for name in ("consistency", "volume", "liquidity_buffer",
+                                                          "leverage")}),
+        "fraud_flags": {"type": "array", "items": ref("FraudFlag")},
+        "adverse_action_reasons": {"type": "array", "maxItems": 4, "items": obj(
+            {"code": {"type": "string"}, "text": {"type": "string"}, "pillar": {"type": "string"},
+             "score": {"type": "integer"}}, required=["code", "text"])},
+    }),
+})

@@ -150,3 +150,27 @@ PATHS["/v1/dev/time-travel"]["post"]["description"] += (
     " after the head block's. The service's clock follows the first local network, so expiries and"
     " lookback windows move too.")
 BODY_MODELS.append(dev_routes.TimeTravelRequest)
+
+# --- verification: VIP report and risk score --------------------------------------------------------------
+VIP_BODY = {"type": "object", "properties": {"vip_report": ref("VipReport")}, "required": ["vip_report"]}
+PATHS.update({
+    "/v1/vip-report": {"get": operation(
+        "The user's Verified Income Profile (made by the daemon, cached 24 hours per lookback)", "read", {
+            "200": _ok("A finished VIP (verified, partially_verified, unverified or error)", VIP_BODY),
+            "202": _ok("Generation in progress (status pending): poll again after 30 s or await the webhook",
+                       VIP_BODY)},
+        errors=("404", "422"), tag="Verification", parameters=[
+            _query("user_id", USER_ID, True),
+            _query("refresh", {"type": "boolean"}, description="true: run the whole pipeline again"),
+            _query("lookback_months", {"type": "integer", "minimum": 1, "maximum": 12},
+                   description="Complete months before the current one (default 6)"),
+        ])},
+    "/v1/risk-score": {"get": operation(
+        "The four-pillar risk score of a VIP (computed once per VIP, then stored)", "read", {
+            "200": _ok("The score", {"type": "object", "properties": {"risk_score": ref("RiskScore")},
+                                     "required": ["risk_score"]})},
+        errors=("404", "422"), tag="Verification", parameters=[
+            _query("user_id", USER_ID, True),
+            _query("vip_id", {"type": "string"}, description="Default: the most recent finished VIP"),
+        ])},
+})

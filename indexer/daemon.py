@@ -16,8 +16,10 @@ from indexer.follower import Follower
 from indexer.payment_jobs import payment_tasks
 from indexer.ranges import AdaptiveRange
 from indexer.rpc import RpcClient
+from indexer.vip_job import VipReportJob  # verification: VIP generation job
 from vip.clock import ChainClock, clock_for
 from vip.config import NetworkConfig, Settings
+from vip.platforms import load_platforms
 from vip.store.engine import create_engine
 
 log = structlog.get_logger(__name__)
@@ -85,16 +87,19 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
     clock = clock_for(settings)
     tasks += payment_tasks(settings, engine, {n.name: r for n, r in zip(chosen, rpcs, strict=True)}, clock,
                            stop)
+    # Verification: the VIP generation job (not bound to a network; several daemons share its rows).
+    vip_job = VipReportJob(settings, engine, clock, load_platforms())
+    tasks.append(asyncio.create_task(vip_job.run(stop), name="vip-report-job"))
     try:
         await stop.wait()
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for rpc in rpcs:
-            await rpc.close()
         if isinstance(clock, ChainClock):
             await clock.close()
+        for rpc in rpcs:
+            await rpc.close()
         if runner is not None:
             await runner.cleanup()
         await engine.dispose()

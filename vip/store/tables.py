@@ -417,3 +417,44 @@ operator_nonces = Table(
     Column("next_nonce", BigInteger, nullable=False),
     PrimaryKeyConstraint("network", "sender"),
 )
+
+# --- verification (VIP reports and risk scores) ------------------------------------------------------------
+
+# One VIP per generation. A `pending` row is also the daemon's job: workers take due rows with
+# FOR UPDATE SKIP LOCKED. `report` holds the spec's VIP report body once the pipeline has finished.
+vip_reports = Table(
+    "vip_reports",
+    metadata,
+    Column("id", Text, primary_key=True),  # vip_<hex>
+    # Request order: "the latest report" even when two share a requested_at (a frozen local chain clock).
+    Column("seq", BigInteger, Identity(), nullable=False, unique=True),
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("user_id", Text, ForeignKey("users.id"), nullable=False),
+    Column("lookback_months", Integer, nullable=False),
+    Column("status", Text, nullable=False),  # pending | verified | partially_verified | unverified | error
+    Column("requested_at", DateTime(timezone=True), nullable=False),
+    Column("generated_at", DateTime(timezone=True)),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=False),  # when a pending row is due
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    # When the job asked the indexer for the counterparties' transfers (cycle search needs them).
+    Column("fetch_requested_at", DateTime(timezone=True)),
+    Column("error_code", Text),
+    Column("verified_monthly_income", Numeric(38, 6)),
+    Column("report", JSONB),
+    # Cash-flow facts of the same data (average USDC balance, obligations) for the risk score.
+    Column("cashflow", JSONB),
+    Index(None, "user_id", "lookback_months", "seq"),
+    Index("ix_vip_reports_due", "next_attempt_at", postgresql_where=text("status = 'pending'")),
+)
+
+# One risk score per VIP, computed on first request and answered from here afterwards.
+risk_scores = Table(
+    "risk_scores",
+    metadata,
+    Column("id", Text, primary_key=True),  # rsk_<hex>
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("user_id", Text, ForeignKey("users.id"), nullable=False),
+    Column("vip_id", Text, ForeignKey("vip_reports.id"), nullable=False, unique=True),
+    Column("generated_at", DateTime(timezone=True), nullable=False),
+    Column("score", JSONB, nullable=False),  # the spec's risk score body
+)

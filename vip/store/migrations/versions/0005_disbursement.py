@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 revision = '0005'
-down_revision = '0003'
+down_revision = '0004'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,393 @@
+"""The pure verification core: fraud rules, payroll matching tiers, classification, VIP figures, balances,
+obligations and the four pillars. Plain values in, plain values out; Hypothesis for the rules."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from verification.cashflow import Obligation, average_balance, obligations
+from verification.classify import classify
+from verification.fraud import TransferGraph, find_circular_flows, find_wash_trades, within
+from verification.matching import tier, variance
+from verification.model import (
+    CIRCULAR_FLOW,
+    INCOME_MISMATCH,
+    INSUFFICIENT_HISTORY,
+    UNVERIFIED_SOURCE,
+    WASH_TRADE,
+    IncomeRecord,
+    Transfer,
+)
+from verification.pipeline import Platform, Wallet, verify, vip_report
+from verification.profile import figures, lookback_periods, population_stdev
+from verification.scoring import (
+    ScoreInputs,
+    adverse_action_reasons,
+    composite,
+    credit_limit,
+    income_tier,
+    pillars,
+    recommendation,
+)
+from vip.config import (
+    CircularFlowConfig,
+    MatchingConfig,
+    ScoringConfig,
+    VerificationConfig,
+    WashTradeConfig,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+USDC = 10**6
+ME = "0x" + "a" * 40
+EMPLOYER = "0x" + "e" * 40
+PLATFORM = Platform("paystream", "payroll", frozenset({EMPLOYER}))
+CONFIG = VerificationConfig()
+
+
+def addr(n: int) -> str:
+    return "0x" + f"{n:040x}"
+
+
+class Chain:
+    """Builds transfers in chain order: each one a block after the previous."""
+
+    def __init__(self, network: str = "local") -> None:
+        self.network = network
+        self.block = 0
+
+    def t(self, frm: str, to: str, amount: int, at: datetime, token: str = "USDC") -> Transfer:
+        self.block += 1
+        digest = hashlib.sha256(f"{self.network}{self.block}".encode()).hexdigest()
+        return Transfer(self.network, "0x" + digest, 0, self.block, at, token, frm, to, amount)
+
+
+def salary_records(amount: Decimal, months: list[date]) -> list[IncomeRecord]:
+    return [IncomeRecord("paystream", "payroll", d, amount, EMPLOYER, PLATFORM.whitelist) for d in months]
+
+
+# --- exact amounts ---------------------------------------------------------------------------------------
+
+def test_within_is_exact_for_amounts_beyond_float_precision():
+    big = 2**200
+    assert within(big + big // 20, big, Decimal("0.05"))
+    assert not within(big + big // 20 + 1, big, Decimal("0.05"))  # one base unit over: a float would say yes
+
+
+@pytest.mark.parametrize(("received", "expected_tier"), [
+    ("5000", "exact"), ("4925", "close"), ("4900", "close"), ("4899.999999", "approximate"),
+    ("4800", "approximate"), ("4750", "approximate"), ("4749.999999", None), ("4650", None),
+    ("5250", "approximate"),
+])
+def test_tiers(received, expected_tier):
+    assert tier(Decimal("5000"), Decimal(received), MatchingConfig()) == expected_tier
+
+
+def test_variance_is_a_fraction_to_six_places():
+    assert variance(Decimal("5000"), Decimal("4650")) == Decimal("0.07")
+    assert variance(Decimal("3"), Decimal("2")) == Decimal("0.333333")
+
+
+# --- wash trades -------------------------------------------------------------------------------------------
+
+def test_round_trip_with_one_counterparty_is_flagged_on_both_sides():
+    c = Chain()
+    peer = addr(7)
+    inbound = c.t(peer, ME, 1000 * USDC, T0)
+    outbound = c.t(ME, peer, 995 * USDC, T0 + timedelta(days=2))
+    assert find_wash_trades(ME, [inbound, outbound], WashTradeConfig()) == {inbound.key, outbound.key}
+
+
+def test_round_trip_outside_the_window_or_unbalanced_is_not_a_wash():
+    c = Chain()
+    peer = addr(7)
+    late = [c.t(peer, ME, 1000 * USDC, T0), c.t(ME, peer, 1000 * USDC, T0 + timedelta(days=8))]
+    assert find_wash_trades(ME, late, WashTradeConfig()) == set()
+    partial = [c.t(peer, ME, 1000 * USDC, T0), c.t(ME, peer, 600 * USDC, T0 + timedelta(days=1))]
+    assert find_wash_trades(ME, partial, WashTradeConfig()) == set()
+
+
+def test_honest_salary_then_spending():
+    c = Chain()
+    transfers = [c.t(EMPLOYER, ME, 5000 * USDC, T0)]
+    transfers += [c.t(ME, addr(100 + i), 200 * USDC, T0 + timedelta(days=i + 1)) for i in range(20)]
+    assert find_wash_trades(ME, transfers, WashTradeConfig()) == set()
+
+
+amounts = st.integers(min_value=1 * USDC, max_value=50_000 * USDC)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(salary=amounts, spends=st.lists(st.tuples(st.integers(1, 400), amounts, st.integers(0, 30 * 24)),
+                                       max_size=40),
+       wash=amounts, skim=st.integers(0, 9), gap_h=st.integers(1, 6 * 24), when=st.integers(0, 200 * 24))
+def test_wash_pattern_hidden_in_honest_noise_is_found_and_nothing_else(salary, spends, wash, skim, gap_h,
+                                                                      when):
+    c = Chain()
+    washer = addr(9999)
+    honest = [c.t(EMPLOYER, ME, salary, T0 + timedelta(days=30 * m)) for m in range(6)]
+    honest += [c.t(ME, addr(1000 + shop), amount, T0 + timedelta(hours=h)) for shop, amount, h in spends]
+    # Sent back within the window, at most 0.9% short: net position well inside 10% of the mean trade.
+    start = T0 + timedelta(hours=when)
+    pattern = [c.t(washer, ME, wash, start), c.t(ME, washer, wash - wash * skim // 1000,
+                                                  start + timedelta(hours=gap_h))]
+    everything = sorted(honest + pattern, key=lambda t: t.timestamp)
+    flagged = find_wash_trades(ME, everything, WashTradeConfig())
+    assert flagged == {t.key for t in pattern}
+
+
+@settings(max_examples=60, deadline=None)
+@given(salary=amounts, spends=st.lists(st.tuples(st.integers(1, 400), amounts, st.integers(0, 30 * 24)),
+                                       max_size=40))
+def test_honest_salary_and_spending_is_never_flagged(salary, spends):
+    c = Chain()
+    transfers = [c.t(EMPLOYER, ME, salary, T0 + timedelta(days=30 * m)) for m in range(6)]
+    transfers += [c.t(ME, addr(1000 + shop), amount, T0 + timedelta(hours=h)) for shop, amount, h in spends]
+    transfers.sort(key=lambda t: t.timestamp)
+    assert find_wash_trades(ME, transfers, WashTradeConfig()) == set()
+    graph = TransferGraph(transfers)
+    assert find_circular_flows(frozenset({ME}), graph, [t for t in transfers if t.from_address == ME],
+                               CircularFlowConfig()) == set()
+
+
+# --- circular flows ---------------------------------------------------------------------------------------
+
+def test_circle_through_two_intermediaries():
+    c = Chain()
+    a, b = addr(1), addr(2)
+    out = c.t(ME, a, 3000 * USDC, T0)
+    hop = c.t(a, b, 2990 * USDC, T0 + timedelta(hours=5))
+    back = c.t(b, ME, 2980 * USDC, T0 + timedelta(days=1))
+    noise = [c.t(a, addr(50), 10 * USDC, T0 + timedelta(hours=1)), c.t(addr(51), b, 3000 * USDC, T0)]
+    found = find_circular_flows(frozenset({ME}), TransferGraph([out, hop, back, *noise]), [out],
+                                CircularFlowConfig())
+    assert found == {(ME, out.key), (ME, back.key)}
+
+
+@pytest.mark.parametrize("intermediaries", [2, 3])
+def test_circle_of_two_or_three_intermediaries_is_found_four_is_not(intermediaries):
+    c = Chain()
+    path = [ME] + [addr(10 + i) for i in range(intermediaries)] + [ME]
+    hops = [c.t(path[i], path[i + 1], 1000 * USDC, T0 + timedelta(hours=i)) for i in range(len(path) - 1)]
+    found = find_circular_flows(frozenset({ME}), TransferGraph(hops), [hops[0]], CircularFlowConfig())
+    assert found == {(ME, hops[0].key), (ME, hops[-1].key)}
+    c2 = Chain()
+    long_path = [ME] + [addr(20 + i) for i in range(4)] + [ME]
+    long_hops = [c2.t(long_path[i], long_path[i + 1], 1000 * USDC, T0 + timedelta(hours=i))
+                 for i in range(len(long_path) - 1)]
+    assert find_circular_flows(frozenset({ME}), TransferGraph(long_hops), [long_hops[0]],
+                               CircularFlowConfig()) == set()
+
+
+def test_circle_needs_matching_amounts_order_and_window():
+    c = Chain()
+    a, b = addr(1), addr(2)
+    out = c.t(ME, a, 3000 * USDC, T0)
+    cases = {
+        "amount drifts": [c.t(a, b, 2000 * USDC, T0 + timedelta(hours=1)),
+                          c.t(b, ME, 2000 * USDC, T0 + timedelta(hours=2))],
+        "too late": [c.t(a, b, 3000 * USDC, T0 + timedelta(days=6)),
+                     c.t(b, ME, 3000 * USDC, T0 + timedelta(days=8))],
+    }
+    for hops in cases.values():
+        assert find_circular_flows(frozenset({ME}), TransferGraph([out, *hops]), [out],
+                                   CircularFlowConfig()) == set()
+
+
+# --- matching and the VIP ----------------------------------------------------------------------------------
+
+def months(n: int, day: int = 25) -> list[date]:
+    return [date(2026, m, day) for m in range(1, n + 1)]
+
+
+def run(transfers, records, periods, wallets=None):
+    wallets = wallets or [Wallet("wal_1", ME, "local")]
+    return verify(wallets, transfers, records, [PLATFORM], periods, CONFIG)
+
+
+def test_six_honest_salaries_verified():
+    c = Chain()
+    days = months(6)
+    transfers = [c.t(EMPLOYER, ME, 5000 * USDC, datetime.combine(d, datetime.min.time(), UTC)
+                     + timedelta(hours=14)) for d in days]
+    outcome = run(transfers, salary_records(Decimal(5000), days), [f"2026-0{m}" for m in range(1, 7)])
+    assert outcome.figures.status == "verified"
+    assert outcome.figures.verified_monthly_income == Decimal(5000)
+    assert outcome.figures.income_variance == 0
+    labels = outcome.labels[Wallet("wal_1", ME, "local")]
+    assert {lbl.classification for lbl in labels.values()} == {"verified_income"}
+    assert all(lbl.payroll_match["match_confidence"] == "exact" for lbl in labels.values())
+
+
+def test_shortfalls_give_tiers_and_a_mismatch_with_details():
+    c = Chain()
+    days = months(3)
+    received = [Decimal("4925"), Decimal("4800"), Decimal("4650")]  # 1.5%, 4%, 7% short
+    transfers = [c.t(EMPLOYER, ME, int(r * USDC), datetime.combine(d, datetime.min.time(), UTC))
+                 for r, d in zip(received, days, strict=True)]
+    outcome = run(transfers, salary_records(Decimal(5000), days), ["2026-01", "2026-02", "2026-03"])
+    assert [p.confidence for p in outcome.periods] == ["close", "approximate", None]
+    assert outcome.figures.status == "partially_verified"
+    body = vip_report(outcome, vip_id="vip_1", user_id="usr_1", generated_at=T0)
+    (missing,) = body["unverified_periods"]
+    assert missing["reason_codes"] == [INCOME_MISMATCH]
+    assert missing["reasons"][0]["details"] == {
+        "expected_amount": Decimal(5000), "received_amount": Decimal(4650), "tolerance_pct": Decimal("0.05"),
+        "actual_variance_pct": Decimal("0.07"), "tx_hash": transfers[2].tx_hash}
+
+
+def test_salary_washed_back_is_not_income_and_unknown_origin_is_flagged():
+    c = Chain()
+    d = date(2026, 1, 25)
+    at = datetime.combine(d, datetime.min.time(), UTC)
+    pay = c.t(EMPLOYER, ME, 5000 * USDC, at)
+    back = c.t(ME, EMPLOYER, 5000 * USDC, at + timedelta(hours=3))
+    stranger = c.t(addr(77), ME, 40 * USDC, at + timedelta(days=1))
+    outcome = run([pay, back, stranger], salary_records(Decimal(5000), [d]), ["2026-01"])
+    assert outcome.figures.status == "unverified"
+    assert outcome.periods[0].reasons()[0]["code"] == WASH_TRADE
+    labels = outcome.labels[Wallet("wal_1", ME, "local")]
+    assert labels[pay.key].classification == "wash_trade"
+    assert labels[back.key].fraud_flags == (WASH_TRADE,)
+    assert labels[stranger.key].classification == "unknown"
+    assert labels[stranger.key].fraud_flags == (UNVERIFIED_SOURCE,)
+    body = vip_report(outcome, vip_id="vip_1", user_id="usr_1", generated_at=T0)
+    assert body["error_code"] == INSUFFICIENT_HISTORY
+    assert {f["tx_hash"] for f in body["fraud_flags"]} == {pay.tx_hash, back.tx_hash}
+
+
+def test_payout_from_an_unknown_origin_names_it():
+    c = Chain()
+    d = date(2026, 1, 25)
+    stranger = c.t(addr(77), ME, 5000 * USDC, datetime.combine(d, datetime.min.time(), UTC))
+    outcome = run([stranger], salary_records(Decimal(5000), [d]), ["2026-01"])
+    assert [r["code"] for r in outcome.periods[0].reasons()] == [UNVERIFIED_SOURCE, INCOME_MISMATCH]
+
+
+def test_missing_record_month_and_dex_and_circle_labels():
+    c = Chain()
+    dex = addr(0xDE)
+    config = VerificationConfig(dex_addresses={"local": (dex,)})
+    d = date(2026, 1, 25)
+    at = datetime.combine(d, datetime.min.time(), UTC)
+    transfers = [c.t(EMPLOYER, ME, 5000 * USDC, at), c.t(ME, dex, 100 * USDC, at + timedelta(days=1)),
+                 c.t(ME, addr(1), 900 * USDC, at + timedelta(days=2)),
+                 c.t(addr(1), addr(2), 900 * USDC, at + timedelta(days=3)),
+                 c.t(addr(2), ME, 900 * USDC, at + timedelta(days=4))]
+    wallet = Wallet("wal_1", ME, "local")
+    outcome = verify([wallet], transfers, salary_records(Decimal(5000), [d]), [PLATFORM],
+                     ["2026-01", "2026-02"], config)
+    labels = outcome.labels[wallet]
+    assert [labels[t.key].classification for t in transfers if t.key in labels] == [
+        "verified_income", "dex_trade", "circular", "circular"]
+    assert labels[transfers[2].key].fraud_flags == (CIRCULAR_FLOW,)
+    assert outcome.periods[1].reasons() == [{"code": INSUFFICIENT_HISTORY,
+                                             "message": "no income record for this period"}]
+    assert outcome.figures.status == "partially_verified"
+
+
+def test_classify_inbound_from_whitelisted_but_unmatched_is_p2p():
+    c = Chain()
+    bonus = c.t(EMPLOYER, ME, 10 * USDC, T0)
+    labels = classify(ME, [bonus], home={ME}, fraud={}, income={}, whitelisted={EMPLOYER}, dex=set())
+    assert labels[bonus.key].classification == "p2p"
+
+
+def test_figures():
+    assert lookback_periods(datetime(2026, 2, 10, tzinfo=UTC), 3) == ["2025-11", "2025-12", "2026-01"]
+    assert population_stdev([Decimal(2), Decimal(4), Decimal(4), Decimal(4), Decimal(5), Decimal(5),
+                             Decimal(7), Decimal(9)]) == 2
+    assert figures([]).status == "unverified"
+
+
+# --- cash flow and score -----------------------------------------------------------------------------------
+
+def test_average_balance_is_time_weighted_from_the_end_balance():
+    start, end = T0, T0 + timedelta(days=10)
+    # 100 held for 5 days, then +100: 150 on average; a flow after the end is undone first.
+    flows = [(T0 + timedelta(days=5), 100), (T0 + timedelta(days=12), 50)]
+    assert average_balance(250, flows, start, end) == 150
+
+
+def test_recurring_obligations_and_lending_repayments():
+    c = Chain()
+    rent, lender = addr(300), addr(400)
+    outs = [c.t(ME, rent, 1500 * USDC, datetime(2026, m, 1, tzinfo=UTC)) for m in range(1, 5)]
+    outs += [c.t(ME, lender, 300 * USDC, datetime(2026, 2, 3, tzinfo=UTC))]
+    outs += [c.t(ME, addr(500), 80 * USDC, datetime(2026, 1, 9, tzinfo=UTC))]
+    found = obligations(outs, ["2026-01", "2026-02", "2026-03", "2026-04"], {lender}, min_months=3,
+                        tolerance=Decimal("0.1"))
+    assert [(o.counterparty, o.monthly_usd, o.lending_protocol) for o in found] == [
+        (rent, Decimal(1500), False), (lender, Decimal(75), True)]
+
+
+def score_of(**overrides):
+    values = dict(periods_requested=6, periods_verified=6, consistency_rate=Decimal(1),
+                  longest_streak_months=6,
+                  verified_monthly_income=Decimal(5000), average_usdc_balance=Decimal(15000), obligations=(),
+                  fraud_flag_count=0)
+    values.update(overrides)
+    return ScoreInputs(**values)
+
+
+def test_pillars_composite_and_recommendation():
+    config = ScoringConfig()
+    p = pillars(score_of(), config)
+    assert {k: v["score"] for k, v in p.items()} == {"consistency": 1000, "volume": 500,
+                                                     "liquidity_buffer": 1000, "leverage": 1000}
+    assert composite(p) == 875  # 400 + 125 + 200 + 150
+    assert recommendation(875, 0, config) == "approve"
+    assert recommendation(875, 1, config) == "refer"  # the fraud cap
+    assert recommendation(399, 1, config) == "decline"
+    assert p["volume"]["details"]["income_tier"] == "mid"
+    assert credit_limit(Decimal(5000), config) == Decimal(10000)
+    assert adverse_action_reasons(p, "approve", 0, config) == []
+    reasons = adverse_action_reasons(p, "refer", 1, config)
+    assert [r["code"] for r in reasons] == ["AA_FRAUD_SIGNALS", "AA_INCOME_LEVEL"]
+
+
+def test_weak_file_declines_with_at_most_four_reasons_weakest_first():
+    config = ScoringConfig()
+    debt = Obligation(addr(1), "local", Decimal(900), 6, True, Decimal(5400), 6)
+    p = pillars(score_of(periods_verified=1, consistency_rate=Decimal("0.1667"), longest_streak_months=1,
+                         verified_monthly_income=Decimal(1000), average_usdc_balance=Decimal(100),
+                         obligations=(debt,), fraud_flag_count=2), config)
+    score = composite(p)
+    rec = recommendation(score, 2, config)
+    assert rec == "decline"
+    reasons = adverse_action_reasons(p, rec, 2, config)
+    assert len(reasons) == 4 and reasons[0]["code"] == "AA_FRAUD_SIGNALS"
+    assert [r["score"] for r in reasons[1:]] == sorted(r["score"] for r in reasons[1:])
+    assert p["leverage"]["details"]["on_chain_debt_signals"][0]["address"] == addr(1)
+    assert income_tier(Decimal(1000), config) == "low"
+
+
+@given(scores=st.lists(st.integers(0, 1000), min_size=4, max_size=4))
+def test_composite_is_the_spec_formula_rounded_half_up(scores):
+    p = {name: {"score": s} for name, s in zip(("consistency", "volume", "liquidity_buffer", "leverage"),
+                                                scores, strict=True)}
+    exact = Decimal(scores[0]) * Decimal("0.4") + Decimal(scores[1]) * Decimal("0.25") + \
+        Decimal(scores[2]) * Decimal("0.2") + Decimal(scores[3]) * Decimal("0.15")
+    assert composite(p) == int(exact + Decimal("0.5"))
+    assert 0 <= composite(p) <= 1000
+
+
+@given(expected=st.integers(1, 10**30), permille=st.integers(-80, 80), nudge=st.integers(-1, 1),
+       scale=st.integers(0, 18))
+def test_tiers_agree_with_exact_rational_arithmetic(expected, permille, nudge, scale):
+    """Amounts far beyond a float's 53 bits, right at the tier edges: the tier is what exact fractions
+    say, never a rounding."""
+    from fractions import Fraction
+
+    received = max(0, expected + expected * permille // 1000 + nudge)
+    e, r = Decimal(expected).scaleb(-scale), Decimal(received).scaleb(-scale)
+    gap = Fraction(abs(received - expected), expected)
+    want = ("exact" if gap == 0 else "close" if gap <= Fraction(2, 100)
+            else "approximate" if gap <= Fraction(5, 100) else None)
+    assert tier(e, r, MatchingConfig()) == want

@@ -1,0 +1,258 @@
+"""Verification end to end on Anvil through the HTTP API: salaries, shortfalls, wash trades, circles, DEX
+swaps, unknown origins and a reorg, each generating a real VIP in the real daemon (indexer + VIP job) and
+read back through GET /v1/vip-report, GET /v1/transactions and GET /v1/risk-score."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from api.app import create_app
+from tests.support.api import ApiHarness
+from tests.support.chain import ChainDriver, indexer_settings, local_network
+from tests.support.indexer import running_indexer, wait_synced
+from tests.support.openapi_check import conformance_middleware
+from tests.support.verification import USDC, Borrower, month_after, months_after, new_borrower, noon
+from vip.config import CircularFlowConfig, VerificationConfig
+
+DEX = "0x" + "de" * 20
+SALARY = Decimal(5000)
+
+
+@pytest.fixture
+async def harness(aiohttp_client, chain: ChainDriver, database_url: str,
+                  engine: AsyncEngine) -> AsyncIterator[tuple[ApiHarness, str]]:
+    """The real app on this test's own Anvil (its time moves) and database, checked against OpenAPI."""
+    network = local_network(chain.node.rpc_url, chain.node.chain_id, chain.contracts)
+    settings = indexer_settings(network).model_copy(update={"verification": VerificationConfig(
+        job_idle_s=0.05, dex_addresses={"local": (DEX,)},
+        circular_flow=CircularFlowConfig(fetch_wait_s=60))})
+    app = create_app(settings, database_url)
+    violations: list = []
+    app.middlewares.insert(0, conformance_middleware(violations, settings.api.public_base_url))
+    client = await aiohttp_client(app)
+    yield ApiHarness(client, engine, settings), database_url
+    assert not violations, "responses that break the OpenAPI document:\n" + "\n".join(map(str, violations))
+
+
+async def salaries(b: Borrower, amounts: list[Decimal | None], *, to: str | None = None) -> list[str]:
+    """One payout per month after the start (None: not paid that month); the chain then moves past the
+    last month and the platform's records for every month are pushed."""
+    days = months_after(b.start, len(amounts))
+    hashes = []
+    for day, amount in zip(days, amounts, strict=True):
+        if amount is not None:
+            hashes.append(b.pay("USDC", b.employer, to or b.wallet, int(amount * USDC), noon(day)))
+            # Ordinary spending after payday.
+            b.pay("USDC", b.wallet, b.others[-1], 120 * USDC, noon(day) + timedelta(days=2))
+    b.settle(noon(month_after(days[-1])) + timedelta(days=1))
+    await b.push_records([(d, SALARY) for d in days])
+    return hashes
+
+
+async def run_vip(b: Borrower, database_url: str, lookback_months: int = 6, **params) -> dict:
+    async with running_indexer(b.api.settings, database_url):
+        await wait_synced(b.api.engine, b.chain, "local")
+        return await b.vip(lookback_months, **params)
+
+
+async def txs(b: Borrower, **params) -> list[dict]:
+    status, body = await b.get("/v1/transactions", user_id=b.user_id, limit=200, **params)
+    assert status == 200, body
+    return body["transactions"]
+
+
+async def test_six_honest_salaries_verify_and_score(harness, chain):
+    api, url = harness
+    b = await new_borrower(api, chain)
+    paid = await salaries(b, [SALARY] * 6)
+    vip = await run_vip(b, url)
+    assert vip["status"] == "verified"
+    assert vip["periods_verified"] == vip["periods_requested"] == 6
+    assert vip["verified_monthly_income_usd"] == 5000 and vip["average_verified_amount"] == 5000
+    assert vip["income_variance"] == 0 and vip["consistency_rate"] == 1
+    assert vip["verification_method"] == "deterministic_match"
+    assert vip["data_source_type"] == "payroll" and vip["data_source_platform"] == "paystream"
+    assert vip["wallet_address"] == b.wallet and vip["network"] == "local"
+    assert {p["tx_hash"] for p in vip["verified_periods"]} == set(paid)
+    assert all(p["match_confidence"] == "exact" and p["origin_address"] == b.employer
+               for p in vip["verified_periods"])
+    assert vip["unverified_periods"] == [] and vip["fraud_flags"] == [] and vip["error_code"] is None
+
+    income = await txs(b, classification="verified_income")
+    assert {t["tx_hash"] for t in income} == set(paid)
+    assert all(t["payroll_match"]["matched"] and t["payroll_match"]["origin_platform"] == "paystream"
+               for t in income)
+    assert {t["classification"] for t in await txs(b, direction="outbound")} == {"p2p"}
+
+    status, body = await b.get("/v1/risk-score", user_id=b.user_id)
+    assert status == 200, body
+    score = body["risk_score"]
+    assert score["vip_id"] == vip["id"] and score["score_range"] == {"min": 0, "max": 1000}
+    pillars = score["pillars"]
+    assert pillars["consistency"]["score"] == 1000 and pillars["volume"]["score"] == 500
+    assert pillars["volume"]["details"]["income_tier"] == "mid"
+    expected = round(sum(Decimal(p["score"]) * Decimal(str(p["weight"])) for p in pillars.values()))
+    assert score["composite_score"] == expected
+    assert score["recommendation"] == "approve" and score["adverse_action_reasons"] == []
+    assert score["suggested_credit_limit_usd"] == 10000
+    # Asked again: the stored score, one event.
+    status, again = await b.get("/v1/risk-score", user_id=b.user_id, vip_id=vip["id"])
+    assert status == 200 and again["risk_score"]["id"] == score["id"]
+    assert [t for t, _ in await b.events("risk_score.")] == ["risk_score.generated"]
+    assert [t for t, _ in await b.events("vip.")] == ["vip.generating", "vip.verified"]
+    # Cached: the same report again without a new generation.
+    status, cached = await b.get("/v1/vip-report", user_id=b.user_id)
+    assert status == 200 and cached["vip_report"]["id"] == vip["id"]
+
+
+async def test_one_month_missing_is_partially_verified(harness, chain):
+    api, url = harness
+    b = await new_borrower(api, chain)
+    await salaries(b, [SALARY, SALARY, None, SALARY, SALARY, SALARY])
+    vip = await run_vip(b, url)
+    assert vip["status"] == "partially_verified"
+    assert vip["periods_verified"] == 5 and vip["consistency_rate"] == Decimal("0.8333")
+    (missing,) = vip["unverified_periods"]
+    assert missing["period"] == f"{months_after(b.start, 3)[2]:%Y-%m}"
+    assert missing["reason_codes"] == ["ERR_INCOME_MISMATCH"]
+    assert missing["reasons"][0]["details"]["received_amount"] == 0
+    assert [t for t, _ in await b.events("vip.")] == ["vip.generating", "vip.partially_verified"]
+    status, body = await b.get("/v1/risk-score", user_id=b.user_id)
+    assert status == 200
+    consistency = body["risk_score"]["pillars"]["consistency"]
+    assert consistency["details"] == {"periods_verified": 5, "periods_missed": 1,
+                                      "consistency_rate": Decimal("0.8333"), "longest_streak_months": 3}
+
+
+async def test_salary_to_an_unconnected_wallet_is_unverified(harness, chain):
+    api, url = harness
+    b = await new_borrower(api, chain)
+    await salaries(b, [SALARY] * 3, to=b.others[0])
+    vip = await run_vip(b, url, lookback_months=3)
+    assert vip["status"] == "unverified" and vip["error_code"] == "ERR_INSUFFICIENT_HISTORY"
+    assert vip["periods_verified"] == 0 and len(vip["unverified_periods"]) == 3
+    assert [t for t, _ in await b.events("vip.")] == ["vip.generating", "vip.unverified"]
+    status, body = await b.get("/v1/risk-score", user_id=b.user_id)
+    assert status == 422 and body["error"]["code"] == "ERR_INSUFFICIENT_HISTORY"
+
+
+async def test_shortfalls_close_approximate_and_mismatch(harness, chain):
+    api, url = harness
+    b = await new_borrower(api, chain)
+    await salaries(b, [Decimal("4925"), Decimal("4800"), Decimal("4650")])  # 1.5%, 4%, 7% short
+    vip = await run_vip(b, url, lookback_months=3)
+    assert vip["status"] == "partially_verified"
+    assert [p["match_confidence"] for p in vip["verified_periods"]] == ["close", "approximate"]
+    (short,) = vip["unverified_periods"]
+    assert short["reason_codes"] == ["ERR_INCOME_MISMATCH"]
+    details = short["reasons"][0]["details"]
+    assert (details["expected_amount"], details["received_amount"], details["tolerance_pct"],
+            details["actual_variance_pct"]) == (5000, 4650, Decimal("0.05"), Decimal("0.07"))
+
+
+async def test_wash_round_trip_is_flagged_excluded_and_caps_the_score(harness, chain):
+    api, url = harness
+    b = await new_borrower(api, chain)
+    days = months_after(b.start, 3)
+    peer = b.others[1]
+    b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(days[0]))
+    b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(days[1]))
+    washed = [b.pay("USDC", peer, b.wallet, 2000 * USDC, noon(days[1]) + timedelta(days=3)),
+              b.pay("USDC", b.wallet, peer, 1990 * USDC, noon(days[1]) + timedelta(days=4))]
+    b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(days[2]))
+    b.settle(noon(month_after(days[-1])) + timedelta(days=1))
+    await b.push_records([(d, SALARY) for d in days])
+    async with running_indexer(api.settings, url):
+        await wait_synced(api.engine, chain, "local")
+        vip = await b.vip(3)
+        assert vip["status"] == "verified"
+        assert {(f["tx_hash"], f["fraud_type"], f["code"]) for f in vip["fraud_flags"]} == {
+            (h, "wash_trade", "ERR_WASH_TRADE_DETECTED") for h in washed}
+        # refresh=true re-runs the whole pipeline: a new report, the same flags, no second fraud.flagged.
+        again = await b.vip(3, refresh="true")
+        assert again["id"] != vip["id"] and len(again["fraud_flags"]) == 2
+    flagged = await b.events("fraud.flagged")
+    assert sorted(obj["tx_hash"] for _, obj in flagged) == sorted(washed)
+    assert all(obj["fraud_type"] == "wash_trade" and obj["details"] and obj["amount_usd"] in (2000, 1990)
+               for _, obj in flagged)
+    assert [t for t, _ in await b.events("vip.")] == ["vip.generating", "vip.verified"] * 2
+    assert not {t["tx_hash"] for t in await txs(b)} & set(washed)  # excluded by default
+    shown = [t for t in await txs(b, include_filtered="true") if t["tx_hash"] in washed]
+    assert {t["classification"] for t in shown} == {"wash_trade"}
+    assert all(t["fraud_flags"] == ["ERR_WASH_TRADE_DETECTED"] for t in shown)
+    status, body = await b.get("/v1/risk-score", user_id=b.user_id)
+    assert status == 200
+    score = body["risk_score"]
+    assert score["vip_id"] == again["id"]
+    assert score["recommendation"] == "refer"  # approve on the numbers, capped by the fraud flags
+    assert score["adverse_action_reasons"][0]["code"] == "AA_FRAUD_SIGNALS"
+
+
+async def test_circle_through_two_intermediaries(harness, chain):
+    api, url = harness
+    b = await new_borrower(api, chain)
+    days = months_after(b.start, 2)
+    a, c = b.others[1], b.others[2]
+    b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(days[0]))
+    out = b.pay("USDC", b.wallet, a, 3000 * USDC, noon(days[0]) + timedelta(days=2))
+    b.pay("USDC", a, c, 2995 * USDC, noon(days[0]) + timedelta(days=3))
+    back = b.pay("USDC", c, b.wallet, 2990 * USDC, noon(days[0]) + timedelta(days=4))
+    b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(days[1]))
+    b.settle(noon(month_after(days[-1])) + timedelta(days=1))
+    await b.push_records([(d, SALARY) for d in days])
+    vip = await run_vip(b, url, lookback_months=2)
+    assert {(f["tx_hash"], f["fraud_type"]) for f in vip["fraud_flags"]} == {(out, "circular"),
+                                                                              (back, "circular")}
+    shown = {t["tx_hash"]: t for t in await txs(b, classification="circular", include_filtered="true")}
+    assert set(shown) == {out, back}
+    assert all(t["fraud_flags"] == ["ERR_CIRCULAR_FLOW"] for t in shown.values())
+
+
+async def test_dex_swap_and_unknown_origin(harness, chain):
+    api, url = harness
+    b = await new_borrower(api, chain)
+    days = months_after(b.start, 1)
+    stranger = b.others[3]
+    # The "pool": an address with no key, driven by impersonation, holding USDT to pay out.
+    chain.node.call("anvil_impersonateAccount", [DEX])
+    chain.node.call("anvil_setBalance", [DEX, hex(10**18)])
+    chain.mint("USDT", DEX, 10**12)
+    b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(days[0]))
+    swap_out = b.pay("USDC", b.wallet, DEX, 700 * USDC, noon(days[0]) + timedelta(days=1))
+    swap_in = b.pay("USDT", DEX, b.wallet, 699 * USDC, noon(days[0]) + timedelta(days=1, minutes=1))
+    gift = b.pay("USDC", stranger, b.wallet, 150 * USDC, noon(days[0]) + timedelta(days=3))
+    b.settle(noon(month_after(days[-1])) + timedelta(days=1))
+    await b.push_records([(days[0], SALARY)])
+    vip = await run_vip(b, url, lookback_months=1)
+    assert vip["status"] == "verified" and vip["fraud_flags"] == []
+    listed = {t["tx_hash"]: t for t in await txs(b)}
+    assert listed[swap_out]["classification"] == "dex_trade"
+    assert listed[swap_in]["classification"] == "dex_trade"
+    assert listed[gift]["classification"] == "unknown"
+    assert listed[gift]["fraud_flags"] == ["ERR_UNVERIFIED_SOURCE"]
+    assert {t["tx_hash"] for t in await txs(b, classification="unknown")} >= {gift}
+
+
+async def test_reorg_removes_a_salary_before_finality(harness, chain):
+    api, url = harness
+    b = await new_borrower(api, chain)
+    days = months_after(b.start, 3)
+    early = [b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(day)) for day in days[:2]]
+    last = b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(days[2]))
+    async with running_indexer(api.settings, url):
+        await wait_synced(api.engine, chain, "local")
+        assert last in {t["tx_hash"] for t in await txs(b)}  # indexed while not yet final
+        chain.node.call("anvil_reorg", [1, []])  # the salary's block is replaced by an empty one
+        b.settle(noon(month_after(days[-1])) + timedelta(days=1))
+        await b.push_records([(d, SALARY) for d in days])
+        await wait_synced(api.engine, chain, "local")
+        assert last not in {t["tx_hash"] for t in await txs(b)}
+        vip = await b.vip(3)
+    assert vip["status"] == "partially_verified" and vip["periods_verified"] == 2
+    assert [p["tx_hash"] for p in vip["verified_periods"]] == early
+    assert vip["unverified_periods"][0]["period"] == f"{days[2]:%Y-%m}"
