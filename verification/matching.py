@@ -36,13 +36,16 @@ def variance(expected: Decimal, received: Decimal) -> Decimal:
     """|received - expected| / expected, to 6 decimal places (what the details show)."""
     if expected == 0:
         return Decimal(0) if received == 0 else Decimal(1)
-    return EXACT.divide(abs(received - expected), expected).quantize(FRACTION_PLACES, ROUND_HALF_UP)
+    return EXACT.divide(EXACT.subtract(received, expected).copy_abs(), expected).quantize(
+        FRACTION_PLACES, ROUND_HALF_UP)
 
 
 def tier(expected: Decimal, received: Decimal, config: MatchingConfig) -> str | None:
     """The match confidence of an amount, or None when it is outside every tier. Exact comparisons:
     |received - expected| <= expected x tolerance."""
-    diff = abs(received - expected)
+    # In EXACT's precision: the default context's 28 digits would round a difference of one base unit on an
+    # amount of 30 digits away to nothing.
+    diff = EXACT.subtract(received, expected).copy_abs()
     if diff == 0:
         return "exact"
     if diff <= EXACT.multiply(expected, config.close_tolerance):
