@@ -112,6 +112,14 @@ class VipReportJob:
         finals = await inputs.final_blocks(conn, self.settings, {w.network for w in wallets})
         excluded = {a for p in platforms for a in p.whitelist} | {r.from_reference for r in records
                                                                   if r.from_reference}
+        # The wallets' own history first: a report made while a just-connected wallet is still being
+        # backfilled would miss its payouts (and its counterparties). It waits, however long that takes:
+        # a wrong report is worse than a late one (the job-queue-age alert watches the wait).
+        for network in sorted({w.network for w in wallets}):
+            if await inputs.pending_backfills(conn, network, sorted(w.address for w in wallets
+                                                                    if w.network == network)):
+                await vip_reports.postpone(conn, row.id, now)
+                return None
         own: dict[str, list[Transfer]] = {}
         parties: dict[str, list[str]] = {}
         for network in sorted({w.network for w in wallets}):
@@ -164,7 +172,7 @@ class VipReportJob:
 
     async def _backfills_done(self, conn, parties: dict[str, list[str]]) -> bool:
         for network, addresses in parties.items():
-            if await inputs.pending_counterparty_backfills(conn, network, addresses):
+            if await inputs.pending_backfills(conn, network, addresses):
                 return False
         return True
 

@@ -4,20 +4,27 @@ read back through GET /v1/vip-report, GET /v1/transactions and GET /v1/risk-scor
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.app import create_app
+from indexer.vip_job import VipReportJob
 from tests.support.api import ApiHarness
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import running_indexer, wait_synced
 from tests.support.openapi_check import conformance_middleware
 from tests.support.verification import USDC, Borrower, month_after, months_after, new_borrower, noon
+from vip.clock import clock_for
 from vip.config import CircularFlowConfig, VerificationConfig
+from vip.platforms import load_platforms
+from vip.store.tables import vip_reports
 
 DEX = "0x" + "de" * 20
 SALARY = Decimal(5000)
@@ -256,3 +263,30 @@ async def test_reorg_removes_a_salary_before_finality(harness, chain):
     assert vip["status"] == "partially_verified" and vip["periods_verified"] == 2
     assert [p["tx_hash"] for p in vip["verified_periods"]] == early
     assert vip["unverified_periods"][0]["period"] == f"{days[2]:%Y-%m}"
+
+
+async def test_a_vip_waits_for_the_wallets_own_history(harness, chain):
+    """Asked for before the indexer has backfilled the just-connected wallet, the VIP stays pending (a
+    report made then would miss every payout), and is verified once the history is in."""
+    api, url = harness
+    b = await new_borrower(api, chain)
+    await salaries(b, [SALARY] * 6)
+    status, body = await b.get("/v1/vip-report", user_id=b.user_id)
+    assert status == 202
+    job = VipReportJob(api.settings, api.engine, clock_for(api.settings), load_platforms())
+    try:
+        assert not await job.run_once()  # no indexer has run: the wallet's backfill is not done
+    finally:
+        await job.clock.close()
+    async with api.engine.connect() as conn:
+        row = (await conn.execute(select(vip_reports).where(
+            vip_reports.c.id == body["vip_report"]["id"]))).one()
+    assert row.status == "pending" and row.report is None
+    async with running_indexer(api.settings, url):
+        await wait_synced(api.engine, chain, "local")
+        deadline = time.monotonic() + 60
+        while (await b.get("/v1/vip-report", user_id=b.user_id))[1]["vip_report"]["status"] == "pending":
+            assert time.monotonic() < deadline, "the VIP never finished"
+            await asyncio.sleep(0.1)
+    status, body = await b.get("/v1/vip-report", user_id=b.user_id)
+    assert body["vip_report"]["status"] == "verified" and body["vip_report"]["periods_verified"] == 6

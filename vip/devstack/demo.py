@@ -14,6 +14,7 @@ borrowers again. Chain time ends at the wall clock's "now", so the service's clo
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -133,3 +134,33 @@ def demo_calls(base_url: str, api_key: str, borrower: DemoBorrower) -> list[str]
     auth = f"-H 'Authorization: Bearer {api_key}'"
     return [f"curl -s {auth} '{base_url}/v1/{path}?user_id={borrower.user_id}'"
             for path in ("transactions", "vip-report", "risk-score")]
+
+
+def demo_outcome(client: VipClient, borrower: DemoBorrower, timeout_s: float = 180.0) -> list[str]:
+    """What a lender sees for the borrower: the VIP (waited for while the daemon makes it) and the score."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        report = client.get("/v1/vip-report", user_id=borrower.user_id)
+        if report.status not in (200, 202):
+            return [f"VIP: HTTP {report.status} {report.error_code}"]
+        vip = report.body["vip_report"]
+        if vip["status"] != "pending":
+            break
+        if time.monotonic() > deadline:
+            return ["VIP: still pending (the indexer is backfilling); run the curl lines above in a minute"]
+        time.sleep(1.0)
+    flags = sorted({f["code"] for f in vip["fraud_flags"]})
+    months = f"{vip['periods_verified']}/{vip['periods_requested']} months"
+    lines = [f"VIP {vip['id']}: {vip['status']}, {months}, "
+             f"verified monthly income {vip['verified_monthly_income_usd']} USD"
+             + (f", fraud flags {', '.join(flags)}" if flags else "")]
+    score = client.get("/v1/risk-score", user_id=borrower.user_id, vip_id=vip["id"])
+    if score.status == 200:
+        risk = score.body["risk_score"]
+        reasons = "; ".join(r["code"] for r in risk["adverse_action_reasons"])
+        lines.append(f"risk score {risk['composite_score']}/1000: {risk['recommendation']}, suggested limit "
+                     f"{risk['suggested_credit_limit_usd']} USD"
+                     + (f" (reasons: {reasons})" if reasons else ""))
+    else:
+        lines.append(f"risk score: HTTP {score.status} {score.error_code}")
+    return lines

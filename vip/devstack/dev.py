@@ -21,7 +21,7 @@ from api import keys
 from vip.client import VipClient
 from vip.config import ENV_CONFIG_FILES, ENV_DATABASE_URL, ENV_OPERATOR_KEY, REPO_ROOT, load_settings
 from vip.devstack.anvil import AnvilNode, start_anvil
-from vip.devstack.demo import demo_calls, seed_demo
+from vip.devstack.demo import demo_calls, demo_outcome, seed_demo
 from vip.devstack.deploy import LocalContracts, deploy_local_contracts
 from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
 from vip.store.engine import create_engine, migrate
@@ -207,6 +207,11 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
             for line in demo_calls(base_url, api_key, borrower):
                 print("  " + line)
         sys.stdout.flush()
+        if borrowers:
+            print("\nwhat a lender sees (the daemon makes each VIP in the background):", flush=True)
+        for borrower in borrowers:
+            for line in demo_outcome(VipClient(base_url, api_key), borrower):
+                print(f"  {borrower.name}: {line}", flush=True)
         _wait_for_signal(children)
         return 0
     finally:

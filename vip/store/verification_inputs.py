@@ -135,8 +135,8 @@ async def watch_counterparties(conn: AsyncConnection, network: str, addresses: I
     return added
 
 
-async def pending_counterparty_backfills(conn: AsyncConnection, network: str,
-                                         addresses: Sequence[str]) -> int:
+async def pending_backfills(conn: AsyncConnection, network: str, addresses: Sequence[str]) -> int:
+    """How many of `addresses` (wallets or counterparties) still have history being backfilled."""
     if not addresses:
         return 0
     return await conn.scalar(select(func.count()).select_from(watched_addresses).where(
