@@ -109,6 +109,25 @@ class IndexerConfig(_Strict):
     max_logs_per_batch: int = Field(default=20000, ge=1)
 
 
+# --- webhooks (issue 6) ---
+class WebhookConfig(_Strict):
+    """Delivery of events to lenders' endpoints. The retry schedule is the spec's (vip.webhooks.schedule)."""
+
+    # Plain http:// endpoint URLs are accepted only when true (local development); https otherwise.
+    allow_http: bool = False
+    # One attempt's time-out, connect to last byte of the answer; longer counts as a failed attempt.
+    timeout_s: float = Field(default=10.0, gt=0)
+    # After a rotation the previous secret keeps signing (a second signature header) this long.
+    rotation_overlap_s: float = Field(default=86400.0, ge=0)
+    # How often an idle worker looks for new events and due deliveries.
+    poll_interval_s: float = Field(default=0.2, gt=0)
+    # Attempts in flight per worker, and per endpoint (so one slow endpoint cannot take every slot).
+    max_in_flight: int = Field(default=64, ge=1)
+    max_in_flight_per_endpoint: int = Field(default=4, ge=1)
+    # Events fanned out into deliveries per transaction.
+    fanout_batch: int = Field(default=500, ge=1)
+
+
 class Settings(_Strict):
     database_url: str | None = None
     log_format: Literal["console", "json"] = "console"
@@ -117,6 +136,7 @@ class Settings(_Strict):
     rpc: RpcConfig = RpcConfig()
     indexer: IndexerConfig = IndexerConfig()
     networks: dict[str, NetworkConfig] = {}
+    webhooks: WebhookConfig = WebhookConfig()
 
     @model_validator(mode="after")
     def _name_networks(self) -> Settings:

@@ -330,3 +330,63 @@ address_balances = Table(
 # GET /v1/transactions?classification=...: a wallet's labels of one class, without reading all its transfers.
 Index("ix_transfer_labels_network_wallet_address_classification",
       transfer_labels.c.network, transfer_labels.c.wallet_address, transfer_labels.c.classification)
+
+# --- webhooks (issue 6) -----------------------------------------------------------------------------------
+
+# Set in the transaction that creates an event's deliveries (one per matching endpoint), so every
+# committed event is fanned out exactly once, by whichever delivery worker takes it first.
+outbox_events.append_column(Column("fanned_out_at", DateTime(timezone=True)))
+Index("ix_outbox_events_not_fanned_out", outbox_events.c.seq,
+      postgresql_where=outbox_events.c.fanned_out_at.is_(None))
+Index("ix_outbox_events_organisation_id_seq", outbox_events.c.organisation_id, outbox_events.c.seq)
+
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("id", Text, primary_key=True),  # whe_<hex>
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("description", Text),
+    Column("event_types", ARRAY(Text)),  # null: every event type
+    # HMAC keys must be readable to sign, so they are stored as issued (docs/webhooks.md); never logged.
+    Column("secret", Text, nullable=False),
+    # The secret before the last rotation, still signing until previous_secret_expires_at.
+    Column("previous_secret", Text),
+    Column("previous_secret_expires_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("deleted_at", DateTime(timezone=True)),
+    Index(None, "organisation_id"),
+)
+
+# One row per (event, endpoint): the job a delivery worker takes when `pending` and due.
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", Text, primary_key=True),  # whd_<hex>
+    Column("event_id", Text, ForeignKey("outbox_events.id"), nullable=False),
+    Column("endpoint_id", Text, ForeignKey("webhook_endpoints.id"), nullable=False),
+    Column("status", Text, nullable=False),  # pending | delivered | failed | cancelled
+    Column("attempts", Integer, nullable=False, server_default=text("0")),  # in the current round
+    # Due time of the next attempt; while an attempt runs, the end of its lease.
+    Column("next_attempt_at", DateTime(timezone=True)),
+    Column("last_attempt_at", DateTime(timezone=True)),
+    Column("delivered_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index(None, "event_id", "endpoint_id", unique=True),
+    # The due deliveries of each endpoint, oldest first (the worker takes a few per endpoint at a time).
+    Index("ix_webhook_deliveries_due", "endpoint_id", "next_attempt_at",
+          postgresql_where=text("status = 'pending'")),
+)
+
+# Every attempt of every delivery, for GET /v1/events/{id} and operators.
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("delivery_id", Text, ForeignKey("webhook_deliveries.id"), nullable=False),
+    Column("attempted_at", DateTime(timezone=True), nullable=False),
+    Column("status_code", Integer),  # null: no HTTP answer (time-out, connection error)
+    Column("error", Text),
+    Column("duration_ms", Integer, nullable=False),
+    Index(None, "delivery_id", "id"),
+)

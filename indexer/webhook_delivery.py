@@ -1,0 +1,300 @@
+"""The webhook delivery worker: fans committed outbox events out into deliveries, then POSTs each due
+delivery to its endpoint, signed, and records the outcome on the spec's retry schedule.
+
+Jobs are rows (docs/webhooks.md):
+- An outbox event with `fanned_out_at` null is work: in one transaction the worker locks a batch of
+  them (FOR UPDATE SKIP LOCKED), inserts one `pending` delivery per subscribed endpoint and stamps them.
+  An event committed just before a crash is therefore still fanned out by the next worker to look.
+- A `pending` delivery whose `next_attempt_at` has passed is due. The worker locks a few per endpoint
+  (SKIP LOCKED, so several workers share them), moves `next_attempt_at` forward by a lease and commits
+  before sending: no transaction stays open during HTTP, and a worker that dies mid-attempt leaves a
+  delivery that is due again when the lease ends (at least once; receivers drop duplicates by
+  Service-Event-Id).
+- Attempts run as concurrent tasks, at most `max_in_flight` per worker and `max_in_flight_per_endpoint`
+  per endpoint, each bounded by `timeout_s`: a slow or dead endpoint occupies only its own slots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import aiohttp
+import structlog
+from multidict import CIMultiDict
+from sqlalchemy import func, select, true, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from indexer.loop import run_steps
+from vip import metrics
+from vip.clock import Clock
+from vip.config import WebhookConfig
+from vip.ids import new_id
+from vip.store.outbox import envelope
+from vip.store.tables import outbox_events, webhook_attempts, webhook_deliveries, webhook_endpoints
+from vip.webhooks.catalogue import subscribed
+from vip.webhooks.schedule import is_success, next_attempt_after_failure
+from vip.webhooks.signing import (
+    EVENT_ID_HEADER,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    encode_body,
+    signatures,
+)
+from vip.webhooks.store import signing_secrets
+
+log = structlog.get_logger(__name__)
+
+USER_AGENT = "vip-webhooks/1"
+LEASE_MARGIN = timedelta(seconds=60)  # beyond the time-out, before a taken delivery is due again
+OLDEST_EVERY_S = 5.0  # how often the oldest-undelivered gauge is refreshed
+ERROR_TEXT_LIMIT = 300
+
+d, ep, ev = webhook_deliveries, webhook_endpoints, outbox_events
+
+
+@dataclass(frozen=True)
+class Job:
+    """One taken delivery, with everything needed to send it."""
+
+    delivery_id: str
+    endpoint_id: str
+    event_id: str
+    event_type: str
+    url: str
+    secrets: list[str]  # newest first; never logged
+    body: bytes
+    attempts_before: int
+
+
+def iso(ts: datetime) -> str:
+    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+class DeliveryWorker:
+    def __init__(self, engine: AsyncEngine, clock: Clock, config: WebhookConfig,
+                 session: aiohttp.ClientSession | None = None) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.config = config
+        self._session = session
+        self._own_session = session is None
+        self._in_flight: dict[str, asyncio.Task] = {}
+        self._per_endpoint: Counter[str] = Counter()
+        self._oldest_checked = 0.0
+        self.log = log.bind(role="webhooks")
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            # Our own slots bound concurrency; the connector must not queue requests behind them.
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                                  headers={"User-Agent": USER_AGENT})
+        return self._session
+
+    # --- fan-out ---------------------------------------------------------------------------------------
+
+    async def fan_out(self) -> int:
+        """Create the deliveries of one batch of events not fanned out yet; returns how many events."""
+        now = await self.clock.now()
+        async with self.engine.begin() as conn:
+            events = list(await conn.execute(
+                select(ev.c.id, ev.c.organisation_id, ev.c.type).where(ev.c.fanned_out_at.is_(None))
+                .order_by(ev.c.seq).limit(self.config.fanout_batch).with_for_update(skip_locked=True)))
+            if not events:
+                return 0
+            orgs = {e.organisation_id for e in events if e.organisation_id is not None}
+            endpoints = list(await conn.execute(
+                select(ep.c.id, ep.c.organisation_id, ep.c.event_types)
+                .where(ep.c.organisation_id.in_(orgs), ep.c.deleted_at.is_(None))
+                .with_for_update(read=True))) if orgs else []
+            rows = [{"id": new_id("whd"), "event_id": e.id, "endpoint_id": endpoint.id, "status": "pending",
+                     "attempts": 0, "next_attempt_at": now, "created_at": now}
+                    for e in events for endpoint in endpoints
+                    if endpoint.organisation_id == e.organisation_id
+                    and subscribed(endpoint.event_types, e.type)]
+            if rows:
+                await conn.execute(pg_insert(d).values(rows).on_conflict_do_nothing(
+                    index_elements=[d.c.event_id, d.c.endpoint_id]))
+            await conn.execute(update(ev).where(ev.c.id.in_([e.id for e in events]))
+                               .values(fanned_out_at=now))
+        self.log.debug("events fanned out", events=len(events), deliveries=len(rows))
+        return len(events)
+
+    # --- taking due deliveries -------------------------------------------------------------------------
+
+    def _free_slots(self) -> int:
+        return self.config.max_in_flight - len(self._in_flight)
+
+    async def claim(self) -> list[Job]:
+        """Take due deliveries for the free slots (a few per endpoint) and lease them."""
+        free = self._free_slots()
+        if free <= 0:
+            return []
+        per_endpoint = self.config.max_in_flight_per_endpoint
+        full = [e for e, n in self._per_endpoint.items() if n >= per_endpoint]
+        now = await self.clock.now()
+        due = (select(d.c.id).where(d.c.endpoint_id == ep.c.id, d.c.status == "pending",
+                                    d.c.next_attempt_at <= now)
+               .order_by(d.c.next_attempt_at).limit(per_endpoint).lateral("due"))
+        live = ep.c.deleted_at.is_(None)
+        if full:
+            live = live & ep.c.id.not_in(full)
+        candidates = select(due.c.id).select_from(ep.join(due, true())).where(live)
+        async with self.engine.begin() as conn:
+            rows = list(await conn.execute(
+                select(d.c.id, d.c.endpoint_id, d.c.event_id, d.c.attempts, ep.c.url, ep.c.secret,
+                       ep.c.previous_secret, ep.c.previous_secret_expires_at, ev.c.type, ev.c.created_at,
+                       ev.c.api_version, ev.c.data)
+                .select_from(d.join(ep, ep.c.id == d.c.endpoint_id).join(ev, ev.c.id == d.c.event_id))
+                .where(d.c.id.in_(candidates), d.c.status == "pending", d.c.next_attempt_at <= now)
+                .order_by(d.c.next_attempt_at, d.c.id).limit(free)
+                .with_for_update(of=d, skip_locked=True)))
+            taken: list = []
+            slots = Counter(self._per_endpoint)
+            for row in rows:
+                if slots[row.endpoint_id] < per_endpoint:
+                    slots[row.endpoint_id] += 1
+                    taken.append(row)
+            if not taken:
+                return []
+            lease_end = now + timedelta(seconds=self.config.timeout_s) + LEASE_MARGIN
+            await conn.execute(update(d).where(d.c.id.in_([r.id for r in taken]))
+                               .values(next_attempt_at=lease_end))
+        return [Job(r.id, r.endpoint_id, r.event_id, r.type, r.url,
+                    signing_secrets(r.secret, r.previous_secret, r.previous_secret_expires_at, now),
+                    encode_body(envelope(_EventRow(r))), r.attempts) for r in taken]
+
+    # --- one attempt -----------------------------------------------------------------------------------
+
+    async def attempt(self, job: Job) -> str:
+        """POST the event once and record the outcome; returns delivered, retrying or failed."""
+        attempted_at = await self.clock.now()
+        headers = CIMultiDict({"Content-Type": "application/json", EVENT_ID_HEADER: job.event_id,
+                               TIMESTAMP_HEADER: iso(attempted_at)})
+        for value in signatures(job.secrets, job.body):
+            headers.add(SIGNATURE_HEADER, value)
+        status_code: int | None = None
+        error: str | None = None
+        started = time.perf_counter()
+        try:
+            async with self.session.post(job.url, data=job.body, headers=headers, allow_redirects=False,
+                                         timeout=aiohttp.ClientTimeout(total=self.config.timeout_s)) as resp:
+                status_code = resp.status
+                if not is_success(status_code):
+                    error = f"HTTP {status_code}"
+        except TimeoutError:
+            error = f"no answer within {self.config.timeout_s:g} s"
+        except aiohttp.ClientError as exc:
+            error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
+        elapsed = time.perf_counter() - started
+        metrics.WEBHOOK_ATTEMPT_SECONDS.observe(elapsed)
+        outcome = await self._record(job, attempted_at, status_code, error, elapsed)
+        metrics.WEBHOOK_DELIVERIES.labels(job.event_type, outcome).inc()
+        self.log.info("webhook attempt", event_id=job.event_id, event_type=job.event_type,
+                      endpoint_id=job.endpoint_id, attempt=job.attempts_before + 1, outcome=outcome,
+                      status_code=status_code, error=error, ms=round(elapsed * 1000))
+        return outcome
+
+    async def _record(self, job: Job, attempted_at: datetime, status_code: int | None, error: str | None,
+                      elapsed: float) -> str:
+        finished_at = await self.clock.now()
+        attempts = job.attempts_before + 1
+        if error is None:
+            outcome, values = "delivered", {"status": "delivered", "delivered_at": finished_at,
+                                            "next_attempt_at": None}
+        else:
+            retry_at = next_attempt_after_failure(attempts, finished_at)
+            outcome = "retrying" if retry_at is not None else "failed"
+            values = {"status": "pending" if retry_at else "failed", "next_attempt_at": retry_at}
+        async with self.engine.begin() as conn:
+            await conn.execute(webhook_attempts.insert().values(
+                delivery_id=job.delivery_id, attempted_at=attempted_at, status_code=status_code, error=error,
+                duration_ms=round(elapsed * 1000)))
+            # Only a delivery still ours moves: a deleted endpoint's delivery stays cancelled.
+            await conn.execute(update(d).where(d.c.id == job.delivery_id, d.c.status == "pending")
+                               .values(attempts=attempts, last_attempt_at=attempted_at, **values))
+        return outcome
+
+    # --- the loop --------------------------------------------------------------------------------------
+
+    def _start(self, job: Job) -> None:
+        self._per_endpoint[job.endpoint_id] += 1
+        task = asyncio.create_task(self.attempt(job), name=f"webhook-{job.delivery_id}")
+        self._in_flight[job.delivery_id] = task
+
+        def done(t: asyncio.Task) -> None:
+            self._in_flight.pop(job.delivery_id, None)
+            self._per_endpoint[job.endpoint_id] -= 1
+            if self._per_endpoint[job.endpoint_id] <= 0:
+                del self._per_endpoint[job.endpoint_id]
+            if not t.cancelled() and t.exception() is not None:
+                metrics.JOB_ERRORS.labels("webhooks", type(t.exception()).__name__).inc()
+                self.log.error("webhook attempt crashed; the delivery is retried when its lease ends",
+                               event_id=job.event_id, endpoint_id=job.endpoint_id,
+                               error=repr(t.exception())[:ERROR_TEXT_LIMIT])
+
+        task.add_done_callback(done)
+
+    async def step(self) -> bool:
+        """Fan out new events, start the due deliveries that fit; False when there was nothing to do."""
+        fanned = await self.fan_out()
+        jobs = await self.claim()
+        for job in jobs:
+            self._start(job)
+        await self._refresh_oldest()
+        return bool(fanned or jobs)
+
+    async def drain(self) -> None:
+        """Step and wait for every started attempt until nothing is due (tests and benchmarks)."""
+        while True:
+            worked = await self.step()
+            if self._in_flight:
+                await asyncio.wait(list(self._in_flight.values()))
+            elif not worked:
+                return
+
+    async def _refresh_oldest(self, force: bool = False) -> None:
+        if not force and time.monotonic() - self._oldest_checked < OLDEST_EVERY_S:
+            return
+        self._oldest_checked = time.monotonic()
+        oldest = await self.oldest_undelivered()
+        now = await self.clock.now()
+        metrics.WEBHOOK_OLDEST_UNDELIVERED.set(max(0.0, (now - oldest).total_seconds()) if oldest else 0.0)
+
+    async def oldest_undelivered(self) -> datetime | None:
+        """Creation time of the oldest event not fanned out yet or with a delivery still pending."""
+        not_fanned = select(func.min(ev.c.created_at)).where(ev.c.fanned_out_at.is_(None))
+        pending = (select(func.min(ev.c.created_at))
+                   .select_from(d.join(ev, ev.c.id == d.c.event_id)).where(d.c.status == "pending"))
+        async with self.engine.connect() as conn:
+            found = [await conn.scalar(not_fanned), await conn.scalar(pending)]
+        return min((t for t in found if t is not None), default=None)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        try:
+            await run_steps(self.step, stop, network=None, task="webhooks",
+                            idle_s=self.config.poll_interval_s, log=self.log)
+        finally:
+            # Attempts under way end within the time-out; let them record their outcome.
+            if self._in_flight:
+                await asyncio.wait(list(self._in_flight.values()), timeout=self.config.timeout_s + 5)
+            for task in list(self._in_flight.values()):
+                task.cancel()
+            if self._own_session and self._session is not None:
+                await self._session.close()
+
+
+class _EventRow:
+    """The outbox columns `envelope` reads, from a joined claim row."""
+
+    def __init__(self, row) -> None:
+        self.id = row.event_id
+        self.type = row.type
+        self.created_at = row.created_at
+        self.api_version = row.api_version
+        self.data = row.data
