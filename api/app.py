@@ -20,11 +20,13 @@ from api.routes import (
     admin,
     connections,
     docs,
+    events,
     platforms,
     transactions,
     users,
     wallet_connect,
     wallets,
+    webhooks,
 )
 from vip.clock import ChainClock, clock_for
 from vip.config import Settings
@@ -32,7 +34,8 @@ from vip.store.engine import create_engine
 
 log = structlog.get_logger(__name__)
 ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.routes, connections.routes,
-                wallets.routes, transactions.routes, docs.routes)
+                wallets.routes, transactions.routes, docs.routes,
+                webhooks.routes, events.routes)  # webhooks (issue 6)
 MAX_BODY_BYTES = 1024 * 1024
 
 

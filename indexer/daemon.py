@@ -1,4 +1,5 @@
-"""`vip index`: one follower and one backfiller per enabled network in one process, plus /metrics."""
+"""`vip index`: one follower and one backfiller per enabled network in one process, the webhook delivery
+worker, plus /metrics."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from indexer.fetcher import LogFetcher
 from indexer.follower import Follower
 from indexer.ranges import AdaptiveRange
 from indexer.rpc import RpcClient
+from indexer.webhook_delivery import DeliveryWorker
+from vip.clock import WallClock
 from vip.config import NetworkConfig, Settings
 from vip.store.engine import create_engine
 
@@ -63,7 +66,7 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
     chosen = [n for n in settings.enabled_networks() if networks is None or n.name in networks]
     if not chosen:
         log.warning("no network to index: set an RPC URL (see docs/operations.md)")
-    engine = create_engine(database_url, pool_size=2 + 2 * len(chosen))
+    engine = create_engine(database_url, pool_size=4 + 2 * len(chosen))
     runner = None
     if serve_metrics:
         runner = await start_metrics_server(settings.daemon.metrics_host, settings.daemon.metrics_port)
@@ -79,12 +82,17 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
                                          name=f"balances-{network.name}"))
         log.info("following network", network=network.name, chain_id=network.chain_id, mode=network.mode,
                  finality_depth=network.finality_depth)
+    # Webhooks (issue 6): the retry schedule runs on the wall clock (receivers recover in real time, not in
+    # chain time). The worker stops on `stop` by itself, letting attempts under way finish.
+    worker = DeliveryWorker(engine, WallClock(), settings.webhooks)
+    webhooks = asyncio.create_task(worker.run(stop), name="webhooks")
     try:
         await stop.wait()
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(webhooks, return_exceptions=True)
         for rpc in rpcs:
             await rpc.close()
         if runner is not None:

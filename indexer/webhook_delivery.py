@@ -138,9 +138,11 @@ class DeliveryWorker:
         per_endpoint = self.config.max_in_flight_per_endpoint
         full = [e for e, n in self._per_endpoint.items() if n >= per_endpoint]
         now = await self.clock.now()
-        due = (select(d.c.id).where(d.c.endpoint_id == ep.c.id, d.c.status == "pending",
-                                    d.c.next_attempt_at <= now)
-               .order_by(d.c.next_attempt_at).limit(per_endpoint).lateral("due"))
+        # Oldest due first, in commit order among equals (receivers must not rely on order: retries and
+        # concurrent attempts reorder anyway).
+        due = (select(d.c.id).join(ev, ev.c.id == d.c.event_id)
+               .where(d.c.endpoint_id == ep.c.id, d.c.status == "pending", d.c.next_attempt_at <= now)
+               .order_by(d.c.next_attempt_at, ev.c.seq).limit(per_endpoint).lateral("due"))
         live = ep.c.deleted_at.is_(None)
         if full:
             live = live & ep.c.id.not_in(full)
@@ -152,7 +154,7 @@ class DeliveryWorker:
                        ev.c.api_version, ev.c.data)
                 .select_from(d.join(ep, ep.c.id == d.c.endpoint_id).join(ev, ev.c.id == d.c.event_id))
                 .where(d.c.id.in_(candidates), d.c.status == "pending", d.c.next_attempt_at <= now)
-                .order_by(d.c.next_attempt_at, d.c.id).limit(free)
+                .order_by(d.c.next_attempt_at, ev.c.seq).limit(free)
                 .with_for_update(of=d, skip_locked=True)))
             taken: list = []
             slots = Counter(self._per_endpoint)
@@ -267,10 +269,10 @@ class DeliveryWorker:
         metrics.WEBHOOK_OLDEST_UNDELIVERED.set(max(0.0, (now - oldest).total_seconds()) if oldest else 0.0)
 
     async def oldest_undelivered(self) -> datetime | None:
-        """Creation time of the oldest event not fanned out yet or with a delivery still pending."""
+        """Since when the oldest undelivered event has waited: its commit (service clock) if it is not
+        fanned out yet, else the fan-out (worker clock) of the oldest pending delivery."""
         not_fanned = select(func.min(ev.c.created_at)).where(ev.c.fanned_out_at.is_(None))
-        pending = (select(func.min(ev.c.created_at))
-                   .select_from(d.join(ev, ev.c.id == d.c.event_id)).where(d.c.status == "pending"))
+        pending = select(func.min(d.c.created_at)).where(d.c.status == "pending")
         async with self.engine.connect() as conn:
             found = [await conn.scalar(not_fanned), await conn.scalar(pending)]
         return min((t for t in found if t is not None), default=None)
