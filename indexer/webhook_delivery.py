@@ -50,7 +50,6 @@ from vip.webhooks.store import signing_secrets
 log = structlog.get_logger(__name__)
 
 USER_AGENT = "vip-webhooks/1"
-LEASE_MARGIN = timedelta(seconds=60)  # beyond the time-out, before a taken delivery is due again
 OLDEST_EVERY_S = 5.0  # how often the oldest-undelivered gauge is refreshed
 ERROR_TEXT_LIMIT = 300
 
@@ -164,7 +163,7 @@ class DeliveryWorker:
                     taken.append(row)
             if not taken:
                 return []
-            lease_end = now + timedelta(seconds=self.config.timeout_s) + LEASE_MARGIN
+            lease_end = now + timedelta(seconds=self.config.timeout_s + self.config.lease_margin_s)
             await conn.execute(update(d).where(d.c.id.in_([r.id for r in taken]))
                                .values(next_attempt_at=lease_end))
         return [Job(r.id, r.endpoint_id, r.event_id, r.type, r.url,

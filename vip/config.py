@@ -126,6 +126,8 @@ class WebhookConfig(_Strict):
     max_in_flight_per_endpoint: int = Field(default=4, ge=1)
     # Events fanned out into deliveries per transaction.
     fanout_batch: int = Field(default=500, ge=1)
+    # A taken delivery is due again this long after its time-out if its worker died mid-attempt.
+    lease_margin_s: float = Field(default=60.0, gt=0)
 
 
 class Settings(_Strict):
