@@ -74,6 +74,30 @@ def iso(ts: datetime) -> str:
     return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+def due_candidates_query(now: datetime, per_endpoint: int, skip_endpoints: list[str]):
+    """Ids of up to `per_endpoint` due deliveries of each live endpoint not in `skip_endpoints`, oldest due
+    first (one index probe per endpoint)."""
+    due = (select(d.c.id, d.c.next_attempt_at)
+           .where(d.c.endpoint_id == ep.c.id, d.c.status == "pending", d.c.next_attempt_at <= now)
+           .order_by(d.c.next_attempt_at).limit(per_endpoint).lateral("due"))
+    live = ep.c.deleted_at.is_(None)
+    if skip_endpoints:
+        live = live & ep.c.id.not_in(skip_endpoints)
+    return select(due.c.id).select_from(ep.join(due, true())).where(live).order_by(due.c.next_attempt_at)
+
+
+def lock_due_query(now: datetime, ids: list[str]):
+    """Lock those of `ids` still due (SKIP LOCKED: another worker's are skipped), with what sending needs,
+    oldest due first and in commit order among equals."""
+    return (select(d.c.id, d.c.endpoint_id, d.c.event_id, d.c.attempts, ep.c.url, ep.c.secret,
+                   ep.c.previous_secret, ep.c.previous_secret_expires_at, ev.c.type, ev.c.created_at,
+                   ev.c.api_version, ev.c.data)
+            .select_from(d.join(ep, ep.c.id == d.c.endpoint_id).join(ev, ev.c.id == d.c.event_id))
+            .where(d.c.id.in_(ids), d.c.status == "pending", d.c.next_attempt_at <= now)
+            .order_by(d.c.next_attempt_at, ev.c.seq)
+            .with_for_update(of=d, skip_locked=True))
+
+
 class DeliveryWorker:
     def __init__(self, engine: AsyncEngine, clock: Clock, config: WebhookConfig,
                  session: aiohttp.ClientSession | None = None) -> None:
@@ -137,24 +161,13 @@ class DeliveryWorker:
         per_endpoint = self.config.max_in_flight_per_endpoint
         full = [e for e, n in self._per_endpoint.items() if n >= per_endpoint]
         now = await self.clock.now()
-        # Oldest due first, in commit order among equals (receivers must not rely on order: retries and
-        # concurrent attempts reorder anyway).
-        due = (select(d.c.id).join(ev, ev.c.id == d.c.event_id)
-               .where(d.c.endpoint_id == ep.c.id, d.c.status == "pending", d.c.next_attempt_at <= now)
-               .order_by(d.c.next_attempt_at, ev.c.seq).limit(per_endpoint).lateral("due"))
-        live = ep.c.deleted_at.is_(None)
-        if full:
-            live = live & ep.c.id.not_in(full)
-        candidates = select(due.c.id).select_from(ep.join(due, true())).where(live)
         async with self.engine.begin() as conn:
-            rows = list(await conn.execute(
-                select(d.c.id, d.c.endpoint_id, d.c.event_id, d.c.attempts, ep.c.url, ep.c.secret,
-                       ep.c.previous_secret, ep.c.previous_secret_expires_at, ev.c.type, ev.c.created_at,
-                       ev.c.api_version, ev.c.data)
-                .select_from(d.join(ep, ep.c.id == d.c.endpoint_id).join(ev, ev.c.id == d.c.event_id))
-                .where(d.c.id.in_(candidates), d.c.status == "pending", d.c.next_attempt_at <= now)
-                .order_by(d.c.next_attempt_at, ev.c.seq).limit(free)
-                .with_for_update(of=d, skip_locked=True)))
+            # Two statements, so the planner never runs the per-endpoint probes once per due row.
+            ids = list((await conn.execute(due_candidates_query(now, per_endpoint, full).limit(free)))
+                       .scalars())
+            if not ids:
+                return []
+            rows = list(await conn.execute(lock_due_query(now, ids)))
             taken: list = []
             slots = Counter(self._per_endpoint)
             for row in rows:
@@ -248,7 +261,14 @@ class DeliveryWorker:
         for job in jobs:
             self._start(job)
         await self._refresh_oldest()
-        return bool(fanned or jobs)
+        if fanned or jobs:
+            return True
+        if self._in_flight:
+            # Slots are taken: look again as soon as one frees (or after a poll), not a whole poll later.
+            await asyncio.wait(list(self._in_flight.values()), timeout=self.config.poll_interval_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+            return True
+        return False
 
     async def drain(self) -> None:
         """Step and wait for every started attempt until nothing is due (tests and benchmarks)."""
