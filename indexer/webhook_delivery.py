@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import aiohttp
 import structlog
 from multidict import CIMultiDict
-from sqlalchemy import func, select, true, update
+from sqlalchemy import bindparam, func, select, true, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -65,8 +65,8 @@ class Job:
     event_id: str
     event_type: str
     url: str
-    secrets: list[str]  # newest first; never logged
-    body: bytes
+    secrets: list[str] = field(repr=False)  # newest first; never logged
+    body: bytes = field(repr=False)
     attempts_before: int
 
 
@@ -109,6 +109,8 @@ class DeliveryWorker:
         self._in_flight: dict[str, asyncio.Task] = {}
         self._per_endpoint: Counter[str] = Counter()
         self._oldest_checked = 0.0
+        self._outcomes: list[dict] = []
+        self._flush: asyncio.Future | None = None
         self.log = log.bind(role="webhooks")
 
     @property
@@ -203,7 +205,9 @@ class DeliveryWorker:
                     error = f"HTTP {status_code}"
         except TimeoutError:
             error = f"no answer within {self.config.timeout_s:g} s"
-        except aiohttp.ClientError as exc:
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            # Anything that stops the request (refused, reset, TLS, a URL the client cannot use) is a
+            # failed attempt on the schedule, never a crash that would leave the delivery leased forever.
             error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
         elapsed = time.perf_counter() - started
         metrics.WEBHOOK_ATTEMPT_SECONDS.observe(elapsed)
@@ -219,20 +223,43 @@ class DeliveryWorker:
         finished_at = await self.clock.now()
         attempts = job.attempts_before + 1
         if error is None:
-            outcome, values = "delivered", {"status": "delivered", "delivered_at": finished_at,
-                                            "next_attempt_at": None}
+            outcome, status, retry_at = "delivered", "delivered", None
         else:
             retry_at = next_attempt_after_failure(attempts, finished_at)
-            outcome = "retrying" if retry_at is not None else "failed"
-            values = {"status": "pending" if retry_at else "failed", "next_attempt_at": retry_at}
-        async with self.engine.begin() as conn:
-            await conn.execute(webhook_attempts.insert().values(
-                delivery_id=job.delivery_id, attempted_at=attempted_at, status_code=status_code, error=error,
-                duration_ms=round(elapsed * 1000)))
-            # Only a delivery still ours moves: a deleted endpoint's delivery stays cancelled.
-            await conn.execute(update(d).where(d.c.id == job.delivery_id, d.c.status == "pending")
-                               .values(attempts=attempts, last_attempt_at=attempted_at, **values))
+            outcome, status = ("retrying", "pending") if retry_at is not None else ("failed", "failed")
+        await self._write_outcome({
+            "b_id": job.delivery_id, "b_status": status, "b_attempts": attempts, "b_last": attempted_at,
+            "b_next": retry_at, "b_delivered": finished_at if status == "delivered" else None,
+            "b_code": status_code, "b_error": error, "b_ms": round(elapsed * 1000)})
         return outcome
+
+    async def _write_outcome(self, row: dict) -> None:
+        """Group commit: outcomes that finish together are written in one transaction (one WAL flush)."""
+        self._outcomes.append(row)
+        if self._flush is not None:
+            await asyncio.shield(self._flush)
+            return
+        self._flush = asyncio.get_running_loop().create_future()
+        flush = self._flush
+        await asyncio.sleep(0)  # attempts finishing in this turn of the loop join the batch
+        batch, self._outcomes, self._flush = self._outcomes, [], None
+        try:
+            async with self.engine.begin() as conn:
+                await conn.execute(webhook_attempts.insert().values(
+                    delivery_id=bindparam("b_id"), attempted_at=bindparam("b_last"),
+                    status_code=bindparam("b_code"), error=bindparam("b_error"),
+                    duration_ms=bindparam("b_ms")), batch)
+                # Only a delivery still ours moves: a deleted endpoint's delivery stays cancelled.
+                ours = (d.c.id == bindparam("b_id")) & (d.c.status == "pending")
+                await conn.execute(update(d).where(ours).values(
+                    status=bindparam("b_status"), attempts=bindparam("b_attempts"),
+                    last_attempt_at=bindparam("b_last"), next_attempt_at=bindparam("b_next"),
+                    delivered_at=bindparam("b_delivered")), batch)
+        except BaseException as exc:
+            flush.set_exception(exc)
+            flush.exception()  # retrieved here; the joiners re-raise it
+            raise
+        flush.set_result(None)
 
     # --- the loop --------------------------------------------------------------------------------------
 
