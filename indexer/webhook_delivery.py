@@ -5,20 +5,22 @@ Jobs are rows (docs/webhooks.md):
 - An outbox event with `fanned_out_at` null is work: in one transaction the worker locks a batch of
   them (FOR UPDATE SKIP LOCKED), inserts one `pending` delivery per subscribed endpoint and stamps them.
   An event committed just before a crash is therefore still fanned out by the next worker to look.
-- A `pending` delivery whose `next_attempt_at` has passed is due. The worker locks a few per endpoint
+- A `pending` delivery whose `next_attempt_at` has passed is due. The worker locks some per endpoint
   (SKIP LOCKED, so several workers share them), moves `next_attempt_at` forward by a lease and commits
   before sending: no transaction stays open during HTTP, and a worker that dies mid-attempt leaves a
   delivery that is due again when the lease ends (at least once; receivers drop duplicates by
   Service-Event-Id).
-- Attempts run as concurrent tasks, at most `max_in_flight` per worker and `max_in_flight_per_endpoint`
-  per endpoint, each bounded by `timeout_s`: a slow or dead endpoint occupies only its own slots.
+- Attempts run as concurrent tasks, at most `max_in_flight_per_endpoint` per endpoint, each bounded by
+  `timeout_s`: a slow or dead endpoint occupies only its own slots. A worker leases up to PREFETCH times
+  that many per endpoint (and `max_in_flight` in all), so a freed slot starts the next attempt at once.
+- Outcomes that finish together are written in one transaction (group commit).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -50,6 +52,9 @@ from vip.webhooks.store import signing_secrets
 log = structlog.get_logger(__name__)
 
 USER_AGENT = "vip-webhooks/1"
+# A worker leases up to this many times an endpoint's concurrent attempts, so a freed slot starts the
+# next attempt at once instead of after a round trip to the database.
+PREFETCH = 4
 OLDEST_EVERY_S = 5.0  # how often the oldest-undelivered gauge is refreshed
 ERROR_TEXT_LIMIT = 300
 
@@ -106,8 +111,10 @@ class DeliveryWorker:
         self.config = config
         self._session = session
         self._own_session = session is None
-        self._in_flight: dict[str, asyncio.Task] = {}
-        self._per_endpoint: Counter[str] = Counter()
+        self._in_flight: dict[str, asyncio.Task] = {}  # running attempts by delivery id
+        self._running: Counter[str] = Counter()  # running attempts per endpoint
+        self._taken: Counter[str] = Counter()  # leased here per endpoint: running or queued
+        self._queued: dict[str, deque[Job]] = defaultdict(deque)
         self._oldest_checked = 0.0
         self._outcomes: list[dict] = []
         self._flush: asyncio.Future | None = None
@@ -152,35 +159,37 @@ class DeliveryWorker:
 
     # --- taking due deliveries -------------------------------------------------------------------------
 
-    def _free_slots(self) -> int:
-        return self.config.max_in_flight - len(self._in_flight)
+    def _taken_cap(self) -> int:
+        return self.config.max_in_flight_per_endpoint * PREFETCH
 
     async def claim(self) -> list[Job]:
-        """Take due deliveries for the free slots (a few per endpoint) and lease them."""
-        free = self._free_slots()
+        """Lease due deliveries up to `max_in_flight` held by this worker (at most `_taken_cap()` per
+        endpoint)."""
+        free = self.config.max_in_flight - self._taken.total()
         if free <= 0:
             return []
-        per_endpoint = self.config.max_in_flight_per_endpoint
-        full = [e for e, n in self._per_endpoint.items() if n >= per_endpoint]
+        cap = self._taken_cap()
+        full = [e for e, n in self._taken.items() if n >= cap]
         now = await self.clock.now()
         async with self.engine.begin() as conn:
             # Two statements, so the planner never runs the per-endpoint probes once per due row.
-            ids = list((await conn.execute(due_candidates_query(now, per_endpoint, full).limit(free)))
-                       .scalars())
+            ids = list((await conn.execute(due_candidates_query(now, cap, full).limit(free))).scalars())
             if not ids:
                 return []
             rows = list(await conn.execute(lock_due_query(now, ids)))
             taken: list = []
-            slots = Counter(self._per_endpoint)
+            slots = Counter(self._taken)
             for row in rows:
-                if slots[row.endpoint_id] < per_endpoint:
+                if slots[row.endpoint_id] < cap:
                     slots[row.endpoint_id] += 1
                     taken.append(row)
             if not taken:
                 return []
-            lease_end = now + timedelta(seconds=self.config.timeout_s + self.config.lease_margin_s)
+            # The lease outlasts the queue: the last of an endpoint's prefetched deliveries starts after
+            # at most PREFETCH - 1 time-outs.
+            lease = timedelta(seconds=self.config.timeout_s * PREFETCH + self.config.lease_margin_s)
             await conn.execute(update(d).where(d.c.id.in_([r.id for r in taken]))
-                               .values(next_attempt_at=lease_end))
+                               .values(next_attempt_at=now + lease))
         return [Job(r.id, r.endpoint_id, r.event_id, r.type, r.url,
                     signing_secrets(r.secret, r.previous_secret, r.previous_secret_expires_at, now),
                     encode_body(envelope(_EventRow(r))), r.attempts) for r in taken]
@@ -263,21 +272,37 @@ class DeliveryWorker:
 
     # --- the loop --------------------------------------------------------------------------------------
 
+    def _dispatch(self, job: Job) -> None:
+        self._taken[job.endpoint_id] += 1
+        self._queued[job.endpoint_id].append(job)
+        self._pump(job.endpoint_id)
+
+    def _pump(self, endpoint_id: str) -> None:
+        """Start the endpoint's queued deliveries while it has free slots."""
+        queue = self._queued[endpoint_id]
+        while queue and self._running[endpoint_id] < self.config.max_in_flight_per_endpoint:
+            self._start(queue.popleft())
+        if not queue:
+            del self._queued[endpoint_id]
+
     def _start(self, job: Job) -> None:
-        self._per_endpoint[job.endpoint_id] += 1
+        self._running[job.endpoint_id] += 1
         task = asyncio.create_task(self.attempt(job), name=f"webhook-{job.delivery_id}")
         self._in_flight[job.delivery_id] = task
 
         def done(t: asyncio.Task) -> None:
             self._in_flight.pop(job.delivery_id, None)
-            self._per_endpoint[job.endpoint_id] -= 1
-            if self._per_endpoint[job.endpoint_id] <= 0:
-                del self._per_endpoint[job.endpoint_id]
+            for counter in (self._running, self._taken):
+                counter[job.endpoint_id] -= 1
+                if counter[job.endpoint_id] <= 0:
+                    del counter[job.endpoint_id]
             if not t.cancelled() and t.exception() is not None:
                 metrics.JOB_ERRORS.labels("webhooks", type(t.exception()).__name__).inc()
                 self.log.error("webhook attempt crashed; the delivery is retried when its lease ends",
                                event_id=job.event_id, endpoint_id=job.endpoint_id,
                                error=repr(t.exception())[:ERROR_TEXT_LIMIT])
+            if not t.cancelled():
+                self._pump(job.endpoint_id)
 
         task.add_done_callback(done)
 
@@ -286,7 +311,7 @@ class DeliveryWorker:
         fanned = await self.fan_out()
         jobs = await self.claim()
         for job in jobs:
-            self._start(job)
+            self._dispatch(job)
         await self._refresh_oldest()
         if fanned or jobs:
             return True
@@ -333,8 +358,19 @@ class DeliveryWorker:
                 await asyncio.wait(list(self._in_flight.values()), timeout=self.config.timeout_s + 5)
             for task in list(self._in_flight.values()):
                 task.cancel()
+            await self._release_queued()
             if self._own_session and self._session is not None:
                 await self._session.close()
+
+
+    async def _release_queued(self) -> None:
+        """Deliveries leased but not started are due again at once for the other workers."""
+        ids = [job.delivery_id for queue in self._queued.values() for job in queue]
+        self._queued.clear()
+        if ids:
+            async with self.engine.begin() as conn:
+                await conn.execute(update(d).where(d.c.id.in_(ids), d.c.status == "pending")
+                                   .values(next_attempt_at=await self.clock.now()))
 
 
 class _EventRow:
