@@ -306,3 +306,28 @@ async def test_oldest_undelivered_age(engine, worker, clock):
         assert REGISTRY.get_sample_value("vip_webhook_oldest_undelivered_seconds") == 600
     finally:
         await receiver.stop()
+
+
+async def test_every_catalogue_type_is_delivered_to_its_subscribers(engine, worker):
+    """Delivery is generic over event types: each type of the catalogue, recorded as the branches that own
+    it record it, reaches an endpoint subscribed to that type alone and one subscribed to all."""
+    from vip.webhooks.catalogue import EVENT_TYPES
+
+    every, single = await Receiver().start(), await Receiver().start()
+    try:
+        org = await organisation(engine)
+        await make_endpoint(engine, org, every.url)
+        singles = {}
+        for event_type in EVENT_TYPES:
+            singles[event_type] = await make_endpoint(engine, org, f"{single.url}?t={event_type}",
+                                                      [event_type])
+        ids = {t: await emit(engine, org, t, {"id": f"obj_{n}"}) for n, t in enumerate(EVENT_TYPES)}
+        await worker.drain()
+        assert sorted(every.event_ids()) == sorted(ids.values())
+        assert sorted(single.event_ids()) == sorted(ids.values())
+        for got in every.received:
+            payload = json.loads(got.body)
+            assert ids[payload["type"]] == payload["id"] == got.one("Service-Event-Id")
+    finally:
+        await every.stop()
+        await single.stop()

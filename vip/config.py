@@ -121,12 +121,14 @@ class WebhookConfig(_Strict):
     rotation_overlap_s: float = Field(default=86400.0, ge=0)
     # How often an idle worker looks for new events and due deliveries.
     poll_interval_s: float = Field(default=0.2, gt=0)
-    # Attempts in flight per worker, and per endpoint (so one slow endpoint cannot take every slot).
+    # Deliveries a worker holds (running or queued), and concurrent attempts per endpoint (so one slow
+    # endpoint cannot take every slot).
     max_in_flight: int = Field(default=64, ge=1)
     max_in_flight_per_endpoint: int = Field(default=4, ge=1)
     # Events fanned out into deliveries per transaction.
     fanout_batch: int = Field(default=500, ge=1)
-    # A taken delivery is due again this long after its time-out if its worker died mid-attempt.
+    # A leased delivery is due again this long after 4 time-outs (the most a worker queues it) if its
+    # worker died.
     lease_margin_s: float = Field(default=60.0, gt=0)
 
 
