@@ -157,6 +157,8 @@ async def test_always_failing_endpoint_is_failed_after_five_attempts_and_replay_
         answers["status"] = 200
         async with engine.begin() as conn:
             assert await events.replay(conn, org, event_id, clock.current) == 1
+        # Waiting counts from the replay, not from the event's first fan-out 30 days ago.
+        assert await worker.oldest_undelivered() == clock.current
         await worker.drain()
         assert len(receiver.received) == 6
         assert receiver.event_ids() == [event_id] * 6

@@ -371,6 +371,7 @@ webhook_deliveries = Table(
     Column("next_attempt_at", DateTime(timezone=True)),
     Column("last_attempt_at", DateTime(timezone=True)),
     Column("delivered_at", DateTime(timezone=True)),
+    # When the delivery was queued: at fan-out, again at a replay (the undelivered-age gauge counts from it).
     Column("created_at", DateTime(timezone=True), nullable=False),
     Index(None, "event_id", "endpoint_id", unique=True),
     # The due deliveries of each endpoint, oldest first (the worker takes a few per endpoint at a time).

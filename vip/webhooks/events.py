@@ -101,5 +101,5 @@ async def replay(conn: AsyncConnection, organisation_id: str, event_id: str, now
     ]).on_conflict_do_nothing(index_elements=[d.c.event_id, d.c.endpoint_id]))
     await conn.execute(update(d).where(
         d.c.event_id == event_id, d.c.endpoint_id.in_(wanted), d.c.status.in_(("failed", "delivered")),
-    ).values(status="pending", attempts=0, next_attempt_at=now, delivered_at=None))
+    ).values(status="pending", attempts=0, next_attempt_at=now, delivered_at=None, created_at=now))
     return len(wanted)
