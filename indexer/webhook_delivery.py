@@ -251,7 +251,9 @@ class DeliveryWorker:
         self._flush = asyncio.get_running_loop().create_future()
         flush = self._flush
         await asyncio.sleep(0)  # attempts finishing in this turn of the loop join the batch
-        batch, self._outcomes, self._flush = self._outcomes, [], None
+        # In id order, like every other multi-row write of deliveries, so two writers never deadlock.
+        batch = sorted(self._outcomes, key=lambda row: row["b_id"])
+        self._outcomes, self._flush = [], None
         try:
             async with self.engine.begin() as conn:
                 await conn.execute(webhook_attempts.insert().values(

@@ -77,9 +77,12 @@ async def delete_endpoint(conn: AsyncConnection, organisation_id: str, endpoint_
         return None
     # The fan-out reads endpoints FOR SHARE, so no pending delivery for this endpoint can appear after
     # this statement: it either committed before (and is cancelled here) or sees the endpoint deleted.
-    await conn.execute(update(webhook_deliveries).where(
-        webhook_deliveries.c.endpoint_id == endpoint_id, webhook_deliveries.c.status == "pending",
-    ).values(status="cancelled", next_attempt_at=None))
+    pending = (webhook_deliveries.c.endpoint_id == endpoint_id) & (webhook_deliveries.c.status == "pending")
+    # Locked in id order first, like the worker's outcome writes, so the two never deadlock.
+    await conn.execute(select(webhook_deliveries.c.id).where(pending).order_by(webhook_deliveries.c.id)
+                       .with_for_update())
+    await conn.execute(update(webhook_deliveries).where(pending).values(status="cancelled",
+                                                                        next_attempt_at=None))
     return _endpoint(row)
 
 
