@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import aiohttp
+import psycopg
 import structlog
 from multidict import CIMultiDict
 from sqlalchemy import bindparam, func, select, true, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from indexer.loop import run_steps
+from indexer.loop import run_steps, sleep_or_stop
 from vip import metrics
 from vip.clock import Clock
 from vip.config import WebhookConfig
@@ -57,6 +58,7 @@ USER_AGENT = "vip-webhooks/1"
 PREFETCH = 4
 OLDEST_EVERY_S = 5.0  # how often the oldest-undelivered gauge is refreshed
 ERROR_TEXT_LIMIT = 300
+NOTIFY_CHANNEL = "vip_outbox"  # notified at the commit of every transaction that records events
 
 d, ep, ev = webhook_deliveries, webhook_endpoints, outbox_events
 
@@ -117,6 +119,9 @@ class DeliveryWorker:
         self._queued: dict[str, deque[Job]] = defaultdict(deque)
         self._oldest_checked = 0.0
         self._outcomes: list[dict] = []
+        self._wake = asyncio.Event()  # an event committed (or a slot freed) since the last look
+        self._stop: asyncio.Event | None = None  # run(): idle steps wait in step() for a wake-up
+        self.listening = asyncio.Event()  # set while the LISTEN connection is up
         self._flush: asyncio.Future | None = None
         self.log = log.bind(role="webhooks")
 
@@ -310,6 +315,7 @@ class DeliveryWorker:
 
     async def step(self) -> bool:
         """Fan out new events, start the due deliveries that fit; False when there was nothing to do."""
+        self._wake.clear()
         fanned = await self.fan_out()
         jobs = await self.claim()
         for job in jobs:
@@ -317,6 +323,14 @@ class DeliveryWorker:
         await self._refresh_oldest()
         if fanned or jobs:
             return True
+        if self._stop is not None:
+            # Until an event commits, a slot frees, the poll interval passes (retries fall due) or stop.
+            waits = [asyncio.create_task(self._wake.wait()), asyncio.create_task(self._stop.wait())]
+            await asyncio.wait([*waits, *self._in_flight.values()], timeout=self.config.poll_interval_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+            for task in waits:
+                task.cancel()
+            return False
         if self._in_flight:
             # Slots are taken: look again as soon as one frees (or after a poll), not a whole poll later.
             await asyncio.wait(list(self._in_flight.values()), timeout=self.config.poll_interval_s,
@@ -350,11 +364,35 @@ class DeliveryWorker:
             found = [await conn.scalar(not_fanned), await conn.scalar(pending)]
         return min((t for t in found if t is not None), default=None)
 
+    async def listen(self, stop: asyncio.Event) -> None:
+        """Set the wake-up on every commit that recorded events (LISTEN on the outbox trigger's channel).
+        Polling stays the fallback: a lost listener only costs latency, and it reconnects."""
+        url = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        failures = 0
+        while not stop.is_set():
+            try:
+                async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    failures = 0
+                    self.listening.set()
+                    self._wake.set()  # anything committed before LISTEN is found by the next step
+                    async for _ in conn.notifies():
+                        self._wake.set()
+            except (psycopg.Error, OSError) as exc:
+                self.listening.clear()
+                failures += 1
+                self.log.warning("outbox listener lost; polling meanwhile", error=str(exc)[:ERROR_TEXT_LIMIT])
+                await sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))
+
     async def run(self, stop: asyncio.Event) -> None:
+        self._stop = stop
+        listener = asyncio.create_task(self.listen(stop), name="webhooks-listen")
         try:
-            await run_steps(self.step, stop, network=None, task="webhooks",
-                            idle_s=self.config.poll_interval_s, log=self.log)
+            # Idle steps wait inside step() (for a commit, a freed slot or the poll interval).
+            await run_steps(self.step, stop, network=None, task="webhooks", idle_s=0.0, log=self.log)
         finally:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
             # Attempts under way end within the time-out; let them record their outcome.
             if self._in_flight:
                 await asyncio.wait(list(self._in_flight.values()), timeout=self.config.timeout_s + 5)

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from indexer.webhook_delivery import DeliveryWorker
 from tests.support.webhooks import START, ManualClock, Receiver, deliveries, make_endpoint, organisation
+from vip.clock import WallClock
 from vip.config import WebhookConfig
 from vip.devstack.anvil import free_port
 from vip.store.outbox import record_event
@@ -333,3 +334,22 @@ async def test_every_catalogue_type_is_delivered_to_its_subscribers(engine, work
     finally:
         await every.stop()
         await single.stop()
+
+
+async def test_a_commit_wakes_the_idle_daemon_worker_without_waiting_for_the_poll(engine, receiver):
+    # An hour between polls: only the commit's notification can make this delivery happen.
+    worker = DeliveryWorker(engine, WallClock(), WebhookConfig(allow_http=True, poll_interval_s=3600))
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    try:
+        org = await organisation(engine)
+        await make_endpoint(engine, org, receiver.url)
+        await asyncio.wait_for(worker.listening.wait(), 30)
+        for n in range(3):
+            event_id = await emit(engine, org, obj={"n": n})
+            async with asyncio.timeout(30):  # a liveness bound, far above the milliseconds it takes
+                while event_id not in receiver.event_ids():  # noqa: ASYNC110 - another task delivers
+                    await asyncio.sleep(0.01)
+    finally:
+        stop.set()
+        await running

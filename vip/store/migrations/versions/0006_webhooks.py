@@ -15,6 +15,22 @@ branch_labels = None
 depends_on = None
 
 
+# Wakes idle delivery workers when events commit (a notification is sent at commit, once per transaction);
+# they poll as well, so a missed notification only costs latency.
+NOTIFY_FUNCTION = """
+CREATE OR REPLACE FUNCTION outbox_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('vip_outbox', '');
+    RETURN NULL;
+END
+$$
+"""
+NOTIFY_TRIGGER = """
+CREATE TRIGGER outbox_events_notify AFTER INSERT ON outbox_events
+FOR EACH STATEMENT EXECUTE FUNCTION outbox_events_notify()
+"""
+
+
 def upgrade() -> None:
     op.add_column('outbox_events', sa.Column('fanned_out_at', sa.DateTime(timezone=True), nullable=True))
     # No endpoint existed before this revision: events already stored have nobody to go to.
@@ -63,9 +79,13 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('id', name=op.f('pk_webhook_attempts'))
     )
     op.create_index(op.f('ix_webhook_attempts_delivery_id_id'), 'webhook_attempts', ['delivery_id', 'id'], unique=False)
+    op.execute(NOTIFY_FUNCTION)
+    op.execute(NOTIFY_TRIGGER)
 
 
 def downgrade() -> None:
+    op.execute("DROP TRIGGER IF EXISTS outbox_events_notify ON outbox_events")
+    op.execute("DROP FUNCTION IF EXISTS outbox_events_notify()")
     op.drop_index(op.f('ix_webhook_attempts_delivery_id_id'), table_name='webhook_attempts')
     op.drop_table('webhook_attempts')
     op.drop_index(op.f('ix_webhook_deliveries_event_id_endpoint_id'), table_name='webhook_deliveries')
