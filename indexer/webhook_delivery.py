@@ -14,6 +14,8 @@ Jobs are rows (docs/webhooks.md):
   `timeout_s`: a slow or dead endpoint occupies only its own slots. A worker leases up to PREFETCH times
   that many per endpoint (and `max_in_flight` in all), so a freed slot starts the next attempt at once.
 - Outcomes that finish together are written in one transaction (group commit).
+- An idle worker wakes when an event commits (LISTEN on the outbox trigger's NOTIFY), or after
+  `poll_interval_s` for retries that fall due.
 """
 
 from __future__ import annotations
