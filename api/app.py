@@ -20,6 +20,7 @@ from api.routes import (
     admin,
     connections,
     docs,
+    events,
     payments,
     platforms,
     transactions,
@@ -27,6 +28,7 @@ from api.routes import (
     verification,
     wallet_connect,
     wallets,
+    webhooks,
 )
 from api.routes import dev as dev_routes  # integrators' test clock (local networks only)
 from vip.clock import ChainClock, clock_for
@@ -38,6 +40,7 @@ ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.rou
                 wallets.routes, transactions.routes, docs.routes,
                 payments.routes,  # disbursement
                 verification.routes,  # VIP report, risk score
+                webhooks.routes, events.routes,  # webhook endpoints, events and replay
                 dev_routes.routes)  # integrators' test clock (local networks only)
 MAX_BODY_BYTES = 1024 * 1024
 

@@ -114,6 +114,44 @@ SCHEMAS: dict[str, Any] = {
     }),
 }
 
+# --- webhooks (issue 6) ---
+_EVENT_TYPES = {"type": "string", "description": "See docs/webhooks.md for the catalogue"}
+SCHEMAS.update({
+    "WebhookEndpoint": obj({
+        "id": ID, "url": {"type": "string"}, "description": {"type": ["string", "null"]},
+        "event_types": {"type": "array", "items": _EVENT_TYPES, "description": "[\"*\"]: every type"},
+        "status": {"enum": ["enabled", "deleted"]}, "created_at": TIMESTAMP,
+        "previous_secret_expires_at": {**NULLABLE_TIMESTAMP, "description": "Until then the secret before "
+                                       "the last rotation also signs (a second Service-Signature header)"},
+        "deleted_at": NULLABLE_TIMESTAMP,
+        "secret": {"type": "string", "description": "Signing secret, only in the create and rotate-secret "
+                                                    "responses; shown once"},
+    }, required=["id", "url", "description", "event_types", "status", "created_at",
+                 "previous_secret_expires_at", "deleted_at"]),
+    "Event": obj({
+        "id": ID, "type": _EVENT_TYPES, "created_at": TIMESTAMP, "api_version": {"const": "v1"},
+        "data": obj({"object": {"type": "object", "description": "The resource, in its API schema"}}),
+        "delivery_status": {"enum": ["pending", "delivered", "failed", "none"],
+                            "description": "pending: a delivery is still due; failed: a delivery gave up "
+                                           "after 5 attempts; delivered: every endpoint got it; none: no "
+                                           "endpoint subscribed"},
+    }),
+    "WebhookAttempt": obj({
+        "attempted_at": TIMESTAMP, "status_code": {"type": ["integer", "null"]},
+        "error": {"type": ["string", "null"]}, "duration_ms": {"type": "integer"},
+    }),
+    "WebhookDelivery": obj({
+        "id": ID, "endpoint_id": ID, "url": {"type": "string"},
+        "status": {"enum": ["pending", "delivered", "failed", "cancelled"]},
+        "attempt_count": {"type": "integer", "description": "Attempts in the current round (a replay "
+                                                            "starts a new one); at most 5"},
+        "next_attempt_at": NULLABLE_TIMESTAMP, "delivered_at": NULLABLE_TIMESTAMP,
+        "attempts": {"type": "array", "items": ref("WebhookAttempt"), "description": "Every attempt"},
+    }),
+})
+SCHEMAS["EventDetail"] = {"allOf": [ref("Event"), obj({"deliveries": {
+    "type": "array", "items": ref("WebhookDelivery")}})]}
+
 RATE_HEADERS = {
     "X-RateLimit-Limit": {"schema": {"type": "integer"}, "description": "Requests allowed per minute"},
     "X-RateLimit-Remaining": {"schema": {"type": "integer"}, "description": "Requests left this minute"},

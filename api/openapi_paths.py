@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from api.openapi import TIMESTAMP, _ok, _path, _query, operation, ref
-from api.routes import admin, payments, platforms, users, wallet_connect
+from api.routes import admin, payments, platforms, users, wallet_connect, webhooks
 from api.routes import dev as dev_routes
 
 USER_ID = {"type": "string", "minLength": 1}
@@ -174,3 +174,50 @@ PATHS.update({
             _query("vip_id", {"type": "string"}, description="Default: the most recent finished VIP"),
         ])},
 })
+
+# --- webhooks: endpoints, events, replay -------------------------------------------------------------------
+ENDPOINT_BODY = {"type": "object", "properties": {"webhook_endpoint": ref("WebhookEndpoint")},
+                 "required": ["webhook_endpoint"]}
+EVENT_DETAIL_BODY = {"type": "object", "properties": {"event": ref("EventDetail")}, "required": ["event"]}
+PATHS.update({
+    "/v1/webhook-endpoints": {
+        "post": operation(
+            "Register a webhook endpoint (its signing secret is shown once)", "admin", {
+                "201": _ok("The new endpoint with its secret", ENDPOINT_BODY)},
+            body=webhooks.CreateWebhookEndpoint, tag="Webhooks"),
+        "get": operation("The organisation's webhook endpoints", "admin", {"200": _ok(
+            "Endpoints, without secrets", {"type": "object", "properties": {
+                "webhook_endpoints": {"type": "array", "items": ref("WebhookEndpoint")}},
+                "required": ["webhook_endpoints"]})}, tag="Webhooks"),
+    },
+    "/v1/webhook-endpoints/{endpoint_id}": {"delete": operation(
+        "Delete a webhook endpoint: nothing more is sent to it; its pending deliveries are cancelled",
+        "admin", {"200": _ok("The deleted endpoint", ENDPOINT_BODY)}, errors=("404",),
+        parameters=[_path("endpoint_id")], tag="Webhooks")},
+    "/v1/webhook-endpoints/{endpoint_id}/rotate-secret": {"post": operation(
+        "Issue a new signing secret; the previous one keeps signing until previous_secret_expires_at",
+        "admin", {"200": _ok("The endpoint with its new secret (shown once)", ENDPOINT_BODY)},
+        errors=("404", "409"), parameters=[_path("endpoint_id")], tag="Webhooks")},
+    "/v1/events": {"get": operation(
+        "The organisation's events, newest first, with their delivery status", "admin", {
+            "200": _ok("A page of events", {"type": "object", "properties": {
+                "events": {"type": "array", "items": ref("Event")}, "pagination": ref("Pagination")},
+                "required": ["events", "pagination"]})}, tag="Webhooks", parameters=[
+            _query("type", {"type": "string"}, description="Only events of this type"),
+            _query("created_from", TIMESTAMP, description="created_at at or after (UTC if no offset)"),
+            _query("created_to", TIMESTAMP, description="created_at before (UTC if no offset)"),
+            _query("delivery_status", {"enum": ["pending", "delivered", "failed", "none"]}),
+            _query("limit", {"type": "integer", "minimum": 1, "maximum": 200}, description="default 50"),
+            _query("cursor", {"type": "string"}, description="pagination.cursor of the previous page"),
+        ])},
+    "/v1/events/{event_id}": {"get": operation(
+        "An event with its deliveries and every attempt", "admin", {
+            "200": _ok("The event", EVENT_DETAIL_BODY)}, errors=("404",), parameters=[_path("event_id")],
+        tag="Webhooks")},
+    "/v1/events/{event_id}/replay": {"post": operation(
+        "Deliver an event again to every endpoint subscribed to its type (a failed or delivered delivery "
+        "starts a new round of the retry schedule)", "admin", {
+            "202": _ok("Queued: the event with its deliveries", EVENT_DETAIL_BODY)},
+        errors=("404", "409", "422"), parameters=[_path("event_id")], tag="Webhooks")},
+})
+BODY_MODELS.append(webhooks.CreateWebhookEndpoint)

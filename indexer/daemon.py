@@ -1,4 +1,5 @@
-"""`vip index`: one follower and one backfiller per enabled network in one process, plus /metrics."""
+"""`vip index`: one follower and one backfiller per enabled network in one process, the webhook delivery
+worker, plus /metrics."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from indexer.payment_jobs import payment_tasks
 from indexer.ranges import AdaptiveRange
 from indexer.rpc import RpcClient
 from indexer.vip_job import VipReportJob  # verification: VIP generation job
-from vip.clock import ChainClock, clock_for
+from indexer.webhook_delivery import DeliveryWorker
+from vip.clock import ChainClock, WallClock, clock_for
 from vip.config import NetworkConfig, Settings
 from vip.platforms import load_platforms
 from vip.store.engine import create_engine
@@ -67,7 +69,7 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
     chosen = [n for n in settings.enabled_networks() if networks is None or n.name in networks]
     if not chosen:
         log.warning("no network to index: set an RPC URL (see docs/operations.md)")
-    engine = create_engine(database_url, pool_size=2 + 2 * len(chosen))
+    engine = create_engine(database_url, pool_size=4 + 2 * len(chosen))
     runner = None
     if serve_metrics:
         runner = await start_metrics_server(settings.daemon.metrics_host, settings.daemon.metrics_port)
@@ -90,6 +92,10 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
     # Verification: the VIP generation job (not bound to a network; several daemons share its rows).
     vip_job = VipReportJob(settings, engine, clock, load_platforms())
     tasks.append(asyncio.create_task(vip_job.run(stop), name="vip-report-job"))
+    # Webhooks (issue 6): the retry schedule runs on the wall clock (receivers recover in real time, not in
+    # chain time). The worker stops on `stop` by itself, letting attempts under way finish.
+    worker = DeliveryWorker(engine, WallClock(), settings.webhooks)
+    webhooks = asyncio.create_task(worker.run(stop), name="webhooks")
     try:
         await stop.wait()
     finally:
@@ -98,6 +104,7 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
         await asyncio.gather(*tasks, return_exceptions=True)
         if isinstance(clock, ChainClock):
             await clock.close()
+        await asyncio.gather(webhooks, return_exceptions=True)
         for rpc in rpcs:
             await rpc.close()
         if runner is not None:

@@ -1,4 +1,4 @@
-"""The `vip` command: dev, index, serve, migrate, watch, status, keys, time-travel."""
+"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, time-travel."""
 
 from __future__ import annotations
 
@@ -137,6 +137,13 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(main())
 
 
+# --- webhooks (issue 6) ---
+def cmd_webhooks(settings: Settings, args: argparse.Namespace) -> int:
+    from vip.webhooks.cli import run_webhooks_command
+
+    return asyncio.run(run_webhooks_command(settings, database_url(settings), args))
+
+
 def cmd_status(settings: Settings, _: argparse.Namespace) -> int:
     from sqlalchemy import func, select
 
@@ -247,6 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("key_id")
     revoke.add_argument("--org", required=True)
     keys_parser.set_defaults(func=cmd_keys)
+
+    from vip.webhooks.cli import add_webhooks_parser  # webhooks (issue 6)
+
+    add_webhooks_parser(sub).set_defaults(func=cmd_webhooks)
 
     watch = sub.add_parser("watch", help="add an address to a network's watch set (backfilled)")
     watch.add_argument("network")

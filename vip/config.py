@@ -148,6 +148,27 @@ class DisbursementConfig(_Strict):
         if self.lease_s <= self.charge_wait_s:
             raise ValueError("lease_s must be longer than charge_wait_s")
         return self
+# --- webhooks (issue 6) ---
+class WebhookConfig(_Strict):
+    """Delivery of events to lenders' endpoints. The retry schedule is the spec's (vip.webhooks.schedule)."""
+
+    # Plain http:// endpoint URLs are accepted only when true (local development); https otherwise.
+    allow_http: bool = False
+    # One attempt's time-out, connect to last byte of the answer; longer counts as a failed attempt.
+    timeout_s: float = Field(default=10.0, gt=0)
+    # After a rotation the previous secret keeps signing (a second signature header) this long.
+    rotation_overlap_s: float = Field(default=86400.0, ge=0)
+    # How often an idle worker looks for new events and due deliveries.
+    poll_interval_s: float = Field(default=0.2, gt=0)
+    # Deliveries a worker holds (running or queued), and concurrent attempts per endpoint (so one slow
+    # endpoint cannot take every slot).
+    max_in_flight: int = Field(default=64, ge=1)
+    max_in_flight_per_endpoint: int = Field(default=4, ge=1)
+    # Events fanned out into deliveries per transaction.
+    fanout_batch: int = Field(default=500, ge=1)
+    # A leased delivery is due again this long after 4 time-outs (the most a worker queues it) if its
+    # worker died.
+    lease_margin_s: float = Field(default=60.0, gt=0)
 
 
 class Settings(_Strict):
@@ -160,6 +181,7 @@ class Settings(_Strict):
     networks: dict[str, NetworkConfig] = {}
     disbursement: DisbursementConfig = DisbursementConfig()
     verification: VerificationConfig = Field(default_factory=lambda: VerificationConfig())
+    webhooks: WebhookConfig = WebhookConfig()
 
     @model_validator(mode="after")
     def _name_networks(self) -> Settings:

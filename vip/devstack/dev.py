@@ -146,7 +146,7 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
         overlay = data_dir / "service.local.toml"
         base_url = f"http://127.0.0.1:{api_port}"
         overlay.write_text(f'[api]\nport = {api_port}\npublic_base_url = "{base_url}"\n\n'
-                           f'[daemon]\nmetrics_port = {metrics_port}\n')
+                           f'[daemon]\nmetrics_port = {metrics_port}\n\n[webhooks]\nallow_http = true\n')
         env = dict(os.environ)
         env[ENV_DATABASE_URL] = database_url
         env[ENV_CONFIG_FILES] = os.pathsep.join([str(local_config), str(overlay)])

@@ -148,6 +148,9 @@ outbox_events = Table(
     Column("data", JSONB, nullable=False),  # {"object": {...}}
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("seq", BigInteger, Identity(), nullable=False, unique=True),  # delivery order
+    # Set in the transaction that creates the event's deliveries (one per matching endpoint), so every
+    # committed event is fanned out exactly once, by whichever delivery worker takes it first.
+    Column("fanned_out_at", DateTime(timezone=True)),
     Index(None, "type", "created_at"),
 )
 
@@ -457,4 +460,62 @@ risk_scores = Table(
     Column("vip_id", Text, ForeignKey("vip_reports.id"), nullable=False, unique=True),
     Column("generated_at", DateTime(timezone=True), nullable=False),
     Column("score", JSONB, nullable=False),  # the spec's risk score body
+)
+
+# --- webhooks --------------------------------------------------------------------------------------------
+
+Index("ix_outbox_events_not_fanned_out", outbox_events.c.seq,
+      postgresql_where=outbox_events.c.fanned_out_at.is_(None))
+Index("ix_outbox_events_organisation_id_seq", outbox_events.c.organisation_id, outbox_events.c.seq)
+
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("id", Text, primary_key=True),  # whe_<hex>
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("description", Text),
+    Column("event_types", ARRAY(Text)),  # null: every event type
+    # HMAC keys must be readable to sign, so they are stored as issued (docs/webhooks.md); never logged.
+    Column("secret", Text, nullable=False),
+    # The secret before the last rotation, still signing until previous_secret_expires_at.
+    Column("previous_secret", Text),
+    Column("previous_secret_expires_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("deleted_at", DateTime(timezone=True)),
+    Index(None, "organisation_id"),
+)
+
+# One row per (event, endpoint): the job a delivery worker takes when `pending` and due.
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", Text, primary_key=True),  # whd_<hex>
+    Column("event_id", Text, ForeignKey("outbox_events.id"), nullable=False),
+    Column("endpoint_id", Text, ForeignKey("webhook_endpoints.id"), nullable=False),
+    Column("status", Text, nullable=False),  # pending | delivered | failed | cancelled
+    Column("attempts", Integer, nullable=False, server_default=text("0")),  # in the current round
+    # Due time of the next attempt; while an attempt runs, the end of its lease.
+    Column("next_attempt_at", DateTime(timezone=True)),
+    Column("last_attempt_at", DateTime(timezone=True)),
+    Column("delivered_at", DateTime(timezone=True)),
+    # When the delivery was queued: at fan-out, again at a replay (the undelivered-age gauge counts from it).
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index(None, "event_id", "endpoint_id", unique=True),
+    # The due deliveries of each endpoint, oldest first (the worker takes a few per endpoint at a time).
+    Index("ix_webhook_deliveries_due", "endpoint_id", "next_attempt_at",
+          postgresql_where=text("status = 'pending'")),
+)
+
+# Every attempt of every delivery, for GET /v1/events/{id} and operators.
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("delivery_id", Text, ForeignKey("webhook_deliveries.id"), nullable=False),
+    Column("attempted_at", DateTime(timezone=True), nullable=False),
+    Column("status_code", Integer),  # null: no HTTP answer (time-out, connection error)
+    Column("error", Text),
+    Column("duration_ms", Integer, nullable=False),
+    Index(None, "delivery_id", "id"),
 )

@@ -1,0 +1,101 @@
+"""Webhook endpoints of an organisation: create, list, delete, rotate the signing secret."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from vip.ids import new_id
+from vip.store.tables import webhook_deliveries, webhook_endpoints
+from vip.webhooks.signing import new_secret
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An endpoint as listed: everything but its secrets."""
+
+    id: str
+    organisation_id: str
+    url: str
+    description: str | None
+    event_types: list[str] | None  # None: every type
+    created_at: datetime
+    previous_secret_expires_at: datetime | None
+    deleted_at: datetime | None
+
+
+def _endpoint(row) -> Endpoint:
+    return Endpoint(row.id, row.organisation_id, row.url, row.description,
+                    list(row.event_types) if row.event_types is not None else None, row.created_at,
+                    row.previous_secret_expires_at, row.deleted_at)
+
+
+def signing_secrets(secret: str, previous_secret: str | None, previous_expires_at: datetime | None,
+                    now: datetime) -> list[str]:
+    """The secrets that sign a request sent at `now`: the current one, then the previous one during a
+    rotation's overlap."""
+    if previous_secret and previous_expires_at is not None and now < previous_expires_at:
+        return [secret, previous_secret]
+    return [secret]
+
+
+async def create_endpoint(conn: AsyncConnection, organisation_id: str, url: str,
+                          event_types: list[str] | None, description: str | None,
+                          now: datetime) -> tuple[str, Endpoint]:
+    """A new endpoint; returns its signing secret (shown once) and its listing. `url` and
+    `event_types` must already be checked (vip.webhooks.urls, vip.webhooks.catalogue)."""
+    secret = new_secret()
+    row = (await conn.execute(webhook_endpoints.insert().values(
+        id=new_id("whe"), organisation_id=organisation_id, url=url, description=description,
+        event_types=event_types, secret=secret, created_at=now,
+    ).returning(*webhook_endpoints.c))).one()
+    return secret, _endpoint(row)
+
+
+async def list_endpoints(conn: AsyncConnection, organisation_id: str) -> list[Endpoint]:
+    rows = await conn.execute(select(webhook_endpoints).where(
+        webhook_endpoints.c.organisation_id == organisation_id, webhook_endpoints.c.deleted_at.is_(None),
+    ).order_by(webhook_endpoints.c.created_at, webhook_endpoints.c.id))
+    return [_endpoint(r) for r in rows]
+
+
+def _active(organisation_id: str, endpoint_id: str):
+    return ((webhook_endpoints.c.id == endpoint_id)
+            & (webhook_endpoints.c.organisation_id == organisation_id)
+            & webhook_endpoints.c.deleted_at.is_(None))
+
+
+async def delete_endpoint(conn: AsyncConnection, organisation_id: str, endpoint_id: str,
+                          now: datetime) -> Endpoint | None:
+    """Stop delivering to an endpoint: its pending deliveries are cancelled; its history stays."""
+    row = (await conn.execute(update(webhook_endpoints).where(_active(organisation_id, endpoint_id))
+                              .values(deleted_at=now).returning(*webhook_endpoints.c))).first()
+    if row is None:
+        return None
+    # The fan-out reads endpoints FOR SHARE, so no pending delivery for this endpoint can appear after
+    # this statement: it either committed before (and is cancelled here) or sees the endpoint deleted.
+    pending = (webhook_deliveries.c.endpoint_id == endpoint_id) & (webhook_deliveries.c.status == "pending")
+    # Locked in id order first, like the worker's outcome writes, so the two never deadlock.
+    await conn.execute(select(webhook_deliveries.c.id).where(pending).order_by(webhook_deliveries.c.id)
+                       .with_for_update())
+    await conn.execute(update(webhook_deliveries).where(pending).values(status="cancelled",
+                                                                        next_attempt_at=None))
+    return _endpoint(row)
+
+
+async def rotate_secret(conn: AsyncConnection, organisation_id: str, endpoint_id: str, now: datetime,
+                        overlap: timedelta) -> tuple[str, Endpoint] | None:
+    """A new signing secret; the current one keeps signing for `overlap` (a secret older than that is
+    dropped at once)."""
+    current = (await conn.execute(select(webhook_endpoints.c.secret)
+                                  .where(_active(organisation_id, endpoint_id)).with_for_update())).first()
+    if current is None:
+        return None
+    secret = new_secret()
+    row = (await conn.execute(update(webhook_endpoints).where(webhook_endpoints.c.id == endpoint_id).values(
+        secret=secret, previous_secret=current.secret, previous_secret_expires_at=now + overlap,
+    ).returning(*webhook_endpoints.c))).one()
+    return secret, _endpoint(row)
