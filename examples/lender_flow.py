@@ -25,7 +25,7 @@ import json
 import sys
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -43,7 +43,6 @@ from web3 import Web3
 NETWORK = "local"
 SALARY = Decimal("4200")
 LOAN = Decimal("2500")
-MONTH_S = 30 * 86400
 ERC20_ABI = [
     {"name": "transfer", "type": "function", "stateMutability": "nonpayable",
      "inputs": [{"name": "to", "type": "address"}, {"name": "amount", "type": "uint256"}],
@@ -131,7 +130,8 @@ class WebhookReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                receiver.receive(body, self.headers.get("Service-Signature", ""),
+                # One Service-Signature header per valid secret (two during a secret rotation).
+                receiver.receive(body, self.headers.get_all("Service-Signature") or [],
                                  self.headers.get("Service-Event-Id", ""))
                 self.send_response(200)
                 self.end_headers()
@@ -143,12 +143,11 @@ class WebhookReceiver:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/webhooks"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def receive(self, body: bytes, signature_header: str, event_id: str) -> None:
+    def receive(self, body: bytes, signatures: list[str], event_id: str) -> None:
         if self.secret is None:
             return
         expected = "sha256=" + hmac.new(self.secret, body, hashlib.sha256).hexdigest()
-        # A rotated secret may send several signatures during the overlap; any valid one will do.
-        if not any(hmac.compare_digest(expected, s.strip()) for s in signature_header.split(",")):
+        if not any(hmac.compare_digest(expected, s.strip()) for s in signatures):
             self.bad_signatures += 1
             return
         if event_id in self.events:
@@ -163,6 +162,18 @@ class WebhookReceiver:
 
 
 # --- the journey ------------------------------------------------------------------------------------------
+
+def month_start(moment: datetime, months_later: int) -> datetime:
+    """The first instant (UTC) of the month `months_later` months after `moment`'s month."""
+    index = moment.year * 12 + moment.month - 1 + months_later
+    return datetime(index // 12, index % 12 + 1, 1, tzinfo=UTC)
+
+
+def travel(api: Api, **body: Any) -> None:
+    """The test clock (local networks only): move chain time forward and/or mine blocks."""
+    moved = api.post("/v1/dev/time-travel", {"network": NETWORK, **body})
+    expect(moved.status == 200, "chain time did not move", moved)
+
 
 def run(state_path: Path) -> None:
     state = json.loads(state_path.read_text())
@@ -213,15 +224,16 @@ def run(state_path: Path) -> None:
         # dev only: the test token's minter pays the employer's payroll budget
         minter = Account.from_key(local["minter_private_key"])
         send(minter, usdc.functions.mint(employer.address, int(SALARY * 6 * 10**6)))
-        payouts = []
-        for month in range(6):
-            tx_hash = send(employer, usdc.functions.transfer(borrower.address, int(SALARY * 10**6)))
-            block = w3.eth.get_block(w3.eth.get_transaction_receipt(tx_hash)["blockNumber"])
-            payouts.append(datetime.fromtimestamp(block["timestamp"], UTC))
-            if month < 5:
-                moved = api.post("/v1/dev/time-travel", {"network": NETWORK, "seconds": MONTH_S})
-                expect(moved.status == 200, "chain time did not move", moved)
-        print("   paid on " + ", ".join(f"{d:%Y-%m-%d}" for d in payouts))
+        # Payday is the 25th of each of the next six months (chain time moved there with the test clock),
+        # then the chain moves into the month after, so all six are complete months of the VIP's lookback.
+        now = datetime.fromtimestamp(w3.eth.get_block("latest")["timestamp"], UTC)
+        paydays = [month_start(now, months) + timedelta(days=24, hours=12) for months in range(1, 7)]
+        for payday in paydays:
+            travel(api, to_timestamp=payday.isoformat())
+            send(employer, usdc.functions.transfer(borrower.address, int(SALARY * 10**6)))
+        # ... and a few blocks, so the last payout is final (the VIP reads final blocks only)
+        travel(api, to_timestamp=(month_start(paydays[-1], 1) + timedelta(days=1)).isoformat(), blocks=5)
+        print("   paid on " + ", ".join(f"{d:%Y-%m-%d}" for d in paydays))
 
         step("4. payroll platform records")
         pushed = api.post("/v1/connect/platform/direct", {
@@ -229,7 +241,7 @@ def run(state_path: Path) -> None:
             "account_id": f"emp-{user['id'][-8:]}",
             "data": {"account_holder": "Example Borrower", "currency": "USDC", "transaction_history": [
                 {"date": f"{d:%Y-%m-%d}", "amount": SALARY, "direction": "inbound",
-                 "from_reference": employer.address, "description": "Salary"} for d in payouts]}})
+                 "from_reference": employer.address, "description": "Salary"} for d in paydays]}})
         expect(pushed.status == 201, "platform records not accepted", pushed)
 
         step("5. Verified Income Profile and risk score")
@@ -267,8 +279,7 @@ def run(state_path: Path) -> None:
         approval = send(lender, token.functions.approve(Web3.to_checksum_address(calldata["spender"]),
                                                         int(calldata["amount"])))
         print(f"   intent {pi['id']}; approve() in {approval}")
-        # the approval must be final (the local chain's finality depth is 3 blocks): mine a few
-        api.post("/v1/dev/time-travel", {"network": NETWORK, "blocks": 5})
+        travel(api, blocks=5)  # the approval must be final: the local chain's finality depth is 3 blocks
         wait_until("the approval to be confirmed", lambda: api.get(f"/v1/payment-intents/{pi['id']}")
                    .body["payment_intent"]["status"] == "approval_confirmed")
         charged = api.post("/v1/charges", {"payment_intent_id": pi["id"], "approval_tx_hash": approval},
