@@ -18,26 +18,43 @@ from vip.devstack.anvil import free_port, rpc_call
 
 
 def start_dev(data_dir: Path, state_file: Path, env: dict[str, str]) -> tuple[subprocess.Popen, dict]:
+    """vip dev in a subprocess, output in <data_dir>.out beside it; returns once the state file exists."""
     ports = {"--anvil-port": free_port(), "--api-port": free_port(), "--metrics-port": free_port()}
     args = [sys.executable, "-m", "vip.cli", "dev", "--data-dir", str(data_dir),
             "--state-file", str(state_file)]
     for flag, port in ports.items():
         args += [flag, str(port)]
     state_file.unlink(missing_ok=True)
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = output_file(data_dir)
+    proc = subprocess.Popen(args, env=env, stdout=out.open("w"), stderr=subprocess.STDOUT, text=True)
+    proc.output = out  # type: ignore[attr-defined]
     deadline = time.monotonic() + 120
     while not state_file.exists():
-        assert proc.poll() is None, f"vip dev exited early:\n{proc.stdout.read()}"
+        assert proc.poll() is None, f"vip dev exited early:\n{out.read_text()}"
         assert time.monotonic() < deadline, "vip dev wrote no state file within 120 s"
         time.sleep(0.2)
     return proc, json.loads(state_file.read_text())
 
 
+def output_file(data_dir: Path) -> Path:
+    return data_dir.parent / f"{data_dir.name}.out"
+
+
 def stop_dev(proc: subprocess.Popen) -> str:
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    proc.wait(timeout=60)
+    out = proc.output.read_text()  # type: ignore[attr-defined]
     assert proc.returncode == 0, out
     return out
+
+
+def wait_for_output(proc: subprocess.Popen, needle: str, timeout_s: float = 180) -> str:
+    deadline = time.monotonic() + timeout_s
+    while needle not in (text := proc.output.read_text()):  # type: ignore[attr-defined]
+        assert proc.poll() is None, f"vip dev exited:\n{text}"
+        assert time.monotonic() < deadline, f"{needle!r} never printed:\n{text}"
+        time.sleep(0.5)
+    return text
 
 
 def get_json(url: str) -> dict:
@@ -98,6 +115,14 @@ def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
         salaries = wait_for_transactions(client, hana["user_id"], 6)
         assert {(t["direction"], t["amount"], t["token"]) for t in salaries} == {("inbound", 3250, "USDC")}
         assert len(wait_for_transactions(client, walt["user_id"], 18)) == 18  # 6 salaries, 6 in, 6 out
+        # ... and what a lender sees of each, printed once the daemon has made their VIPs.
+        printed = wait_for_output(proc, "Washing Walt: risk score")
+        assert "Honest Hana: VIP vip_" in printed and "verified, 6/6 months" in printed
+        assert "verified monthly income 3250" in printed
+        walt_vip = next(line for line in printed.splitlines() if "Washing Walt: VIP" in line)
+        assert "ERR_WASH_TRADE_DETECTED" in walt_vip and "income 2000" in walt_vip
+        walt_score = next(line for line in printed.splitlines() if "Washing Walt: risk score" in line)
+        assert ": refer," in walt_score  # a fraud flag caps the recommendation
         # The indexer follows the local chain to its head.
         rpc_call(local["rpc_url"], "anvil_mine", ["0xa"])
         head = int(rpc_call(local["rpc_url"], "eth_blockNumber"), 16)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -136,7 +137,8 @@ def demo_calls(base_url: str, api_key: str, borrower: DemoBorrower) -> list[str]
             for path in ("transactions", "vip-report", "risk-score")]
 
 
-def demo_outcome(client: VipClient, borrower: DemoBorrower, timeout_s: float = 180.0) -> list[str]:
+def demo_outcome(client: VipClient, borrower: DemoBorrower, timeout_s: float = 180.0,
+                 stopped: Callable[[], bool] = lambda: False) -> list[str]:
     """What a lender sees for the borrower: the VIP (waited for while the daemon makes it) and the score."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -146,6 +148,8 @@ def demo_outcome(client: VipClient, borrower: DemoBorrower, timeout_s: float = 1
         vip = report.body["vip_report"]
         if vip["status"] != "pending":
             break
+        if stopped():
+            return ["VIP: still pending (stopped before it was made)"]
         if time.monotonic() > deadline:
             return ["VIP: still pending (the indexer is backfilling); run the curl lines above in a minute"]
         time.sleep(1.0)

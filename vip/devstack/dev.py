@@ -207,12 +207,13 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
             for line in demo_calls(base_url, api_key, borrower):
                 print("  " + line)
         sys.stdout.flush()
+        stop = _StopSignal()
         if borrowers:
             print("\nwhat a lender sees (the daemon makes each VIP in the background):", flush=True)
         for borrower in borrowers:
-            for line in demo_outcome(VipClient(base_url, api_key), borrower):
+            for line in demo_outcome(VipClient(base_url, api_key), borrower, stopped=stop.is_set):
                 print(f"  {borrower.name}: {line}", flush=True)
-        _wait_for_signal(children)
+        _wait_for_signal(children, stop)
         return 0
     finally:
         for child in children:
@@ -226,19 +227,26 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
         node.stop()  # SIGTERM: Anvil writes its state for the next run
 
 
-def _wait_for_signal(children: list[subprocess.Popen]) -> None:
-    stopping = {"flag": False}
+class _StopSignal:
+    """Ctrl-C (SIGINT) or SIGTERM, noted from the moment the stack is up, so every wait can end cleanly."""
 
-    def handler(signum, frame):
-        stopping["flag"] = True
+    def __init__(self) -> None:
+        self.flag = False
+        signal.signal(signal.SIGINT, self._note)
+        signal.signal(signal.SIGTERM, self._note)
 
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
-    while not stopping["flag"]:
+    def _note(self, signum, frame) -> None:
+        self.flag = True
+
+    def is_set(self) -> bool:
+        return self.flag
+
+
+def _wait_for_signal(children: list[subprocess.Popen], stop: _StopSignal) -> None:
+    while not stop.is_set():
         for child in children:
             if child.poll() is not None:
                 print(f"a child process exited with code {child.returncode}; stopping", file=sys.stderr)
                 return
         time.sleep(0.2)
     print("stopping...", flush=True)
-
