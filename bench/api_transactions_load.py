@@ -22,16 +22,22 @@ What it does:
      5,000) requests are done, after `--warmup` unmeasured ones: each request is a first page (40%), the
      page after the one the same client read last (40%), or a deep page at a random place of the
      wallet's history (20%, its cursor signed like the service signs them), all with `limit=--limit`
-     (default 50). Every answer must be a 200 with `limit` transactions (or the end of the list).
-  5. Prints p50/p90/p99/max latency (measured by the client, from sending the request to having read the
-     body), requests/s, and the CPU seconds the server process(es) used per request. `--explain` also
-     prints EXPLAIN (ANALYZE, BUFFERS) of a first and a deep page.
+     (default 50). Every answer must be a 200 with `limit` transactions (or the end of the list). By
+     default each client sends its next request as soon as the last is answered (closed loop: a
+     throughput test); with `--rate R` each sends R requests/s on a Poisson schedule (open loop) and a
+     request's latency counts from its scheduled time, so a late answer that delays the next request
+     is charged to it.
+  5. Prints p50/p90/p99/max latency (measured by the client, to having read the body), requests/s, and
+     the CPU seconds the server process(es) used per request. `--explain` also prints EXPLAIN (ANALYZE,
+     BUFFERS) of a first and a deep page.
 
-The goal is p99 under 50 ms on a 2-core machine, where the load generator, the API process(es) and
-PostgreSQL share the two cores.
+The goal is p99 under 50 ms at 50 concurrent clients on a 2-core machine, where the load generator, the
+API process(es) and PostgreSQL share the two cores. The spec lets each key make 60 requests a minute, so
+`--keys 50 --rate 1` is the load 50 lenders' backends can send (docs/performance.md).
 
 Run (from the repository root):
-    .venv/bin/python bench/api_transactions_load.py
+    .venv/bin/python bench/api_transactions_load.py --keys 50 --rate 1      # the goal's load
+    .venv/bin/python bench/api_transactions_load.py --keys 50               # saturation (closed loop)
     .venv/bin/python bench/api_transactions_load.py --servers 2 --explain
     .venv/bin/python bench/api_transactions_load.py --in-process --requests 2000
 """
