@@ -3,6 +3,7 @@ HTTP the way the README's example test does."""
 
 from __future__ import annotations
 
+from vip.config import REPO_ROOT
 from vip.testing import FundedAccounts, VipClient, VipStack
 
 
@@ -22,3 +23,17 @@ def test_a_lender_test_onboards_a_borrower_through_the_plugin(vip_stack: VipStac
     own = {vip_accounts.minter.address}
     everyone = [a.address for a in vip_accounts.borrowers + vip_accounts.lenders]
     assert len(set(everyone)) == len(everyone) and not own & set(everyone)
+
+
+def test_the_readme_example_test_passes(vip_stack: VipStack, vip_client: VipClient,
+                                        vip_accounts: FundedAccounts):
+    """The ten-line example in the README, run as written (a fresh borrower account, so it does not
+    collide with the test above)."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    [example] = [f for name, f in namespace.items() if name.startswith("test_")]
+    accounts = FundedAccounts(borrowers=vip_accounts.borrowers[1:], lenders=vip_accounts.lenders,
+                              minter=vip_accounts.minter)
+    example(vip_stack, vip_client, accounts)
