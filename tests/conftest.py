@@ -9,11 +9,9 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 from web3 import Web3
 
-from api.app import create_app
-from tests.support.api import ApiHarness
+from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.db import TestDatabases
-from tests.support.openapi_check import conformance_middleware
 from vip.devstack.anvil import AnvilNode, start_anvil
 from vip.store.engine import create_engine
 
@@ -72,11 +70,6 @@ async def api(aiohttp_client, database_url: str, engine: AsyncEngine,
               session_chain: ChainDriver) -> AsyncIterator[ApiHarness]:
     """The real application served on loopback, on this test's database, following the session chain."""
     network = local_network(session_chain.node.rpc_url, session_chain.node.chain_id, session_chain.contracts)
-    settings = indexer_settings(network)
-    app = create_app(settings, database_url)
     # Every response of every API test is checked against the served OpenAPI document.
-    violations: list = []
-    app.middlewares.insert(0, conformance_middleware(violations, settings.api.public_base_url))
-    client = await aiohttp_client(app)
-    yield ApiHarness(client, engine, settings)
-    assert not violations, "responses that break the OpenAPI document:\n" + "\n".join(map(str, violations))
+    async with checked_api(aiohttp_client, indexer_settings(network), database_url, engine) as harness:
+        yield harness

@@ -13,11 +13,9 @@ from decimal import Decimal
 import pytest
 from eth_account import Account
 
-from api.app import create_app
 from indexer.webhook_delivery import DeliveryWorker
-from tests.support.api import ApiHarness
+from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import indexer_settings, local_network
-from tests.support.openapi_check import conformance_middleware
 from tests.support.wallets import connect
 from tests.support.webhooks import ManualClock, Receiver
 from vip.clock import WallClock
@@ -32,12 +30,8 @@ async def hooks(aiohttp_client, database_url, engine, session_chain):
     """The real app with plain-http endpoints allowed (local development), like `vip dev`."""
     network = local_network(session_chain.node.rpc_url, session_chain.node.chain_id, session_chain.contracts)
     settings = indexer_settings(network).model_copy(update={"webhooks": WebhookConfig(allow_http=True)})
-    app = create_app(settings, database_url)
-    violations: list = []
-    app.middlewares.insert(0, conformance_middleware(violations, settings.api.public_base_url))
-    client = await aiohttp_client(app)
-    yield ApiHarness(client, engine, settings)
-    assert not violations, "responses that break the OpenAPI document:\n" + "\n".join(map(str, violations))
+    async with checked_api(aiohttp_client, settings, database_url, engine) as harness:
+        yield harness
 
 
 @pytest.fixture

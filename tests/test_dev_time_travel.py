@@ -13,10 +13,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from api.app import create_app
-from tests.support.api import ApiHarness
+from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
-from tests.support.openapi_check import conformance_middleware
 
 HOUR = 3600
 
@@ -80,12 +78,8 @@ async def api_with_public_network(aiohttp_client, database_url, engine,
     same Anvil), so only the `local` flag stands between a request and the node."""
     local = local_network(session_chain.node.rpc_url, session_chain.node.chain_id, session_chain.contracts)
     public = local.model_copy(update={"name": "base", "local": False, "chain_id": 8453})
-    settings = indexer_settings(local, public)
-    app = create_app(settings, database_url)
-    violations: list = []
-    app.middlewares.insert(0, conformance_middleware(violations, settings.api.public_base_url))
-    yield ApiHarness(await aiohttp_client(app), engine, settings)
-    assert not violations, violations
+    async with checked_api(aiohttp_client, indexer_settings(local, public), database_url, engine) as harness:
+        yield harness
 
 
 async def test_refused_on_a_network_not_marked_local(api_with_public_network, session_chain):

@@ -14,12 +14,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.app import create_app
 from indexer.vip_job import VipReportJob
-from tests.support.api import ApiHarness
+from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import running_indexer, wait_synced
-from tests.support.openapi_check import conformance_middleware
 from tests.support.verification import USDC, Borrower, month_after, months_after, new_borrower, noon
 from vip.clock import clock_for
 from vip.config import CircularFlowConfig, VerificationConfig
@@ -38,12 +36,8 @@ async def harness(aiohttp_client, chain: ChainDriver, database_url: str,
     settings = indexer_settings(network).model_copy(update={"verification": VerificationConfig(
         job_idle_s=0.05, dex_addresses={"local": (DEX,)},
         circular_flow=CircularFlowConfig(fetch_wait_s=60))})
-    app = create_app(settings, database_url)
-    violations: list = []
-    app.middlewares.insert(0, conformance_middleware(violations, settings.api.public_base_url))
-    client = await aiohttp_client(app)
-    yield ApiHarness(client, engine, settings), database_url
-    assert not violations, "responses that break the OpenAPI document:\n" + "\n".join(map(str, violations))
+    async with checked_api(aiohttp_client, settings, database_url, engine) as harness:
+        yield harness, database_url
 
 
 async def salaries(b: Borrower, amounts: list[Decimal | None], *, to: str | None = None) -> list[str]:

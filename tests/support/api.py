@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from aiohttp.test_utils import TestClient
@@ -37,3 +39,19 @@ class ApiHarness:
         resp = await self.client.post("/v1/users", json=body, headers=await self.headers(org))
         assert resp.status == 201, await resp.text()
         return (await resp.json())["user"]["id"]
+
+
+@asynccontextmanager
+async def checked_api(aiohttp_client, settings: Settings, database_url: str,
+                      engine: AsyncEngine) -> AsyncIterator[ApiHarness]:
+    """The real application on loopback with `settings`, on `database_url`; every response it gives is
+    checked against its own OpenAPI document, and the test fails on any that breaks it."""
+    from api.app import create_app
+    from tests.support.openapi_check import conformance_middleware
+
+    app = create_app(settings, database_url)
+    violations: list = []
+    app.middlewares.insert(0, conformance_middleware(violations, settings.api.public_base_url))
+    client = await aiohttp_client(app)
+    yield ApiHarness(client, engine, settings)
+    assert not violations, "responses that break the OpenAPI document:\n" + "\n".join(map(str, violations))

@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from sqlalchemy import select
 
 from api.jsonio import dumps
-from tests.support.api import ApiHarness
+from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.wallets import connect
 from vip.chain.contracts import DISBURSED_TOPIC
@@ -123,16 +123,9 @@ async def daemon(settings: Settings, database_url: str):
 async def payments_api(aiohttp_client, database_url: str, engine, driver: ChainDriver, **overrides):
     """The real app with an operator key on the driver's chain; every response checked against the
     OpenAPI document."""
-    from api.app import create_app
-    from tests.support.openapi_check import conformance_middleware
-
-    settings = disbursement_settings(driver, **overrides)
-    app = create_app(settings, database_url)
-    violations: list = []
-    app.middlewares.insert(0, conformance_middleware(violations, settings.api.public_base_url))
-    client = await aiohttp_client(app)
-    yield ApiHarness(client, engine, settings)
-    assert not violations, "responses that break the OpenAPI document:\n" + "\n".join(map(str, violations))
+    async with checked_api(aiohttp_client, disbursement_settings(driver, **overrides), database_url,
+                           engine) as harness:
+        yield harness
 
 
 async def event_types(api: ApiHarness) -> list[tuple[str, str]]:
