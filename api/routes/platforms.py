@@ -8,6 +8,8 @@ Rules shared by both ways in:
   holder and source type refreshed, `last_synced_at` set; the answer is 200 and no event is fired.
 - A new connection answers 201 and fires `connection.platform.created` with the connection as
   `data.object`, in the same transaction as the connection and its records.
+- An OAuth connection keeps its tokens, sealed (`platform_tokens`), for the re-pull of
+  GET /v1/vip-report?refresh=true (api/platform_refresh.py), which replaces the records the same way.
 """
 
 from __future__ import annotations
