@@ -60,12 +60,12 @@ async def vip_report(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
     refresh = query.refresh == "true"
     now = await request.app[CLOCK].now()
-    async with request.app[ENGINE].begin() as conn:
-        await _check_prerequisites(conn, org, query.user_id)
     repulled = []
     if refresh:
         # The lender asks for current data: pull the OAuth platforms again first (502, nothing stored,
-        # when one fails), outside any transaction.
+        # when one fails), outside any transaction; a missing prerequisite answers before any pull.
+        async with request.app[ENGINE].begin() as conn:
+            await _check_prerequisites(conn, org, query.user_id)
         repulled = await repull_platforms(request.app, org, query.user_id, now)
         now = await request.app[CLOCK].now()  # the pulls may have taken a while
     async with request.app[ENGINE].begin() as conn:
