@@ -159,9 +159,11 @@ PATHS.update({
             "200": _ok("A finished VIP (verified, partially_verified, unverified or error)", VIP_BODY),
             "202": _ok("Generation in progress (status pending): poll again after 30 s or await the webhook",
                        VIP_BODY)},
-        errors=("404", "422"), tag="Verification", parameters=[
+        errors=("404", "422", "502"), tag="Verification", parameters=[
             _query("user_id", USER_ID, True),
-            _query("refresh", {"type": "boolean"}, description="true: run the whole pipeline again"),
+            _query("refresh", {"type": "boolean"}, description=(
+                "true: pull the user's OAuth-connected platforms again (502 ERR_PLATFORM_SYNC_FAILED, "
+                "nothing changed, when a pull fails), then run the whole pipeline again")),
             _query("lookback_months", {"type": "integer", "minimum": 1, "maximum": 12},
                    description="Complete months before the current one (default 6)"),
         ])},

@@ -23,7 +23,7 @@ import hashlib
 import hmac
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import ROUND_DOWN, Decimal, InvalidOperation
 from functools import cache
@@ -263,6 +263,17 @@ class _Page(_Lenient):
 class _Token(_Lenient):
     access_token: Text = Field(min_length=1, max_length=4096)
     token_type: str = "bearer"
+    refresh_token: Text | None = Field(default=None, min_length=1, max_length=4096)
+    expires_in: int | None = Field(default=None, ge=0, le=10**9)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What the token exchange gave: kept (sealed) so the records can be pulled again on a refresh."""
+
+    access_token: str = field(repr=False)
+    refresh_token: str | None = field(default=None, repr=False)
+    expires_in: int | None = None  # seconds, as the platform said
 
 
 async def _read_json(resp: aiohttp.ClientResponse, limit: int) -> Any:
@@ -291,7 +302,7 @@ def _problem(exc: Exception) -> str:
 
 
 async def exchange_code(session: aiohttp.ClientSession, platform: PlatformConfig, code: str,
-                        redirect_uri: str) -> str:
+                        redirect_uri: str) -> Grant:
     """Trade the authorization code for an access token (RFC 6749 4.1.3, client secret in the body).
 
     A code the platform refuses is 400 ERR_OAUTH_CODE_INVALID; a platform that refuses our client
@@ -323,7 +334,7 @@ async def exchange_code(session: aiohttp.ClientSession, platform: PlatformConfig
         raise sync_failed(platform, f"token exchange {_problem(exc)}") from exc
     if token.token_type.lower() != "bearer":
         raise sync_failed(platform, f"token type {token.token_type[:40]!r} is not bearer")
-    return token.access_token
+    return Grant(token.access_token, token.refresh_token, token.expires_in)
 
 
 def _record(platform: PlatformConfig, account: _PageAccount, item: _PageRecord, latest: date,
@@ -383,11 +394,22 @@ async def pull_records(session: aiohttp.ClientSession, platform: PlatformConfig,
 
 
 async def fetch_account(session: aiohttp.ClientSession, platform: PlatformConfig, code: str,
-                        redirect_uri: str, today: date) -> PulledAccount:
+                        redirect_uri: str, today: date) -> tuple[PulledAccount, Grant]:
     """Exchange the code, then pull every record; the whole sync is bounded by `sync_timeout_s`."""
     try:
         async with asyncio.timeout(platform.sync_timeout_s):
-            token = await exchange_code(session, platform, code, redirect_uri)
+            grant = await exchange_code(session, platform, code, redirect_uri)
+            return await pull_records(session, platform, grant.access_token, today), grant
+    except TimeoutError as exc:
+        raise sync_failed(platform, f"sync took longer than {platform.sync_timeout_s} s") from exc
+
+
+async def repull_account(session: aiohttp.ClientSession, platform: PlatformConfig, token: str,
+                         today: date) -> PulledAccount:
+    """Pull every record again with a kept access token, bounded by `sync_timeout_s` like a first sync.
+    A token the platform no longer honours (401) fails like any other page: 502."""
+    try:
+        async with asyncio.timeout(platform.sync_timeout_s):
             return await pull_records(session, platform, token, today)
     except TimeoutError as exc:
         raise sync_failed(platform, f"sync took longer than {platform.sync_timeout_s} s") from exc

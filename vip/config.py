@@ -16,6 +16,8 @@ from typing import Literal
 from eth_utils import to_checksum_address
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from vip.token_cipher import decode_key
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_DIR = REPO_ROOT / "config"
 # Files under config/ with typed loaders of their own (vip.platforms), not part of Settings.
@@ -29,6 +31,7 @@ ENV_STATE_SECRET = "VIP_STATE_SECRET"  # signs OAuth state values
 # Disbursement operator key: the key itself, or a keystore file (path in config) and its password.
 ENV_OPERATOR_KEY = "VIP_OPERATOR_KEY"
 ENV_OPERATOR_KEYSTORE_PASSWORD = "VIP_OPERATOR_KEYSTORE_PASSWORD"
+ENV_TOKEN_KEY = "VIP_TOKEN_KEY"  # encrypts platforms' OAuth tokens at rest (platform tokens)
 
 
 class _Strict(BaseModel):
@@ -84,6 +87,9 @@ class RateLimitConfig(_Strict):
     default_per_key: int = Field(default=120, ge=1)
 
 
+DEV_TOKEN_KEY = "ZGV2LW9ubHktdG9rZW4ta2V5LWRvLW5vdC11c2UhISE="  # b"dev-only-token-key-do-not-use!!!"
+
+
 class ApiConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = 8080
@@ -93,6 +99,15 @@ class ApiConfig(_Strict):
     state_secret: str = "dev-only-state-secret"
     # How long an API process trusts a key it has checked (revocations elsewhere take up to this long).
     key_cache_s: float = Field(default=5.0, ge=0)
+    # Platform tokens: encrypts the platforms' OAuth tokens at rest (AES-256-GCM), URL-safe base64 of 32
+    # bytes. Set it in production (VIP_TOKEN_KEY); dev and tests use this fixed, public one.
+    token_key: SecretStr = SecretStr(DEV_TOKEN_KEY)
+
+    @field_validator("token_key")
+    @classmethod
+    def _token_key_is_32_bytes(cls, value: SecretStr) -> SecretStr:
+        decode_key(value.get_secret_value())
+        return value
 
 
 class DaemonConfig(_Strict):
@@ -238,6 +253,8 @@ def load_settings(
         raw["log_format"] = env[ENV_LOG_FORMAT]
     if env.get(ENV_STATE_SECRET):
         raw.setdefault("api", {})["state_secret"] = env[ENV_STATE_SECRET]
+    if env.get(ENV_TOKEN_KEY):
+        raw.setdefault("api", {})["token_key"] = env[ENV_TOKEN_KEY]
     if env.get(ENV_OPERATOR_KEY):
         raw.setdefault("disbursement", {})["operator_private_key"] = env[ENV_OPERATOR_KEY]
     if env.get(ENV_OPERATOR_KEYSTORE_PASSWORD):

@@ -15,6 +15,7 @@ from api.jsonio import json_response
 from api.routes.users import load_user
 from api.serializers import connection_json
 from api.validation import Query, read_query
+from vip.store import platform_tokens
 from vip.store.outbox import record_event
 from vip.store.tables import connections, watched_addresses
 
@@ -92,6 +93,8 @@ async def revoke_connection(request: web.Request) -> web.Response:
             return json_response({"connection": connection_json(row)})
         if revoked.type == "wallet":
             await _unwatch_if_unused(conn, revoked.network, revoked.identifier)
+        else:  # a revoked platform connection is never pulled again: its OAuth token goes
+            await platform_tokens.forget(conn, revoked.id)
         body = connection_json(revoked)
         await record_event(conn, "connection.revoked", body, created_at=now, organisation_id=org)
     return json_response({"connection": body})

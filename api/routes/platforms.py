@@ -8,6 +8,8 @@ Rules shared by both ways in:
   holder and source type refreshed, `last_synced_at` set; the answer is 200 and no event is fired.
 - A new connection answers 201 and fires `connection.platform.created` with the connection as
   `data.object`, in the same transaction as the connection and its records.
+- An OAuth connection keeps its tokens, sealed (`platform_tokens`), for the re-pull of
+  GET /v1/vip-report?refresh=true (api/platform_refresh.py), which replaces the records the same way.
 """
 
 from __future__ import annotations
@@ -59,8 +61,10 @@ from api.serializers import connection_json
 from api.validation import Body, Query, read_body, read_query
 from vip.ids import new_id
 from vip.platforms import PLATFORM_ID
+from vip.store import platform_tokens
 from vip.store.outbox import record_event
 from vip.store.tables import connections, income_records, oauth_states
+from vip.token_cipher import TokenCipher
 
 __all__ = ["PLATFORMS", "AuthorizeQuery", "DirectPlatformConnection", "routes"]
 
@@ -163,13 +167,33 @@ async def store_platform_connection(
         if row is None:  # revoked between the two statements
             raise Conflict("the connection changed while it was being synced; retry",
                            {"account_id": account_id}, code="ERR_CONNECTION_CHANGED")
-        await conn.execute(delete(income_records).where(income_records.c.connection_id == row.id))
-    if records:
-        await conn.execute(income_records.insert(), [r.row(row.id) for r in records])
+    await replace_income_records(conn, row.id, records, existing=not created)
     if created:
         await record_event(conn, EVENT_CREATED, connection_json(row), created_at=now,
                            organisation_id=organisation_id)
     return row, created
+
+
+async def replace_income_records(conn: AsyncConnection, connection_id: str, records: list[IncomeRecord], *,
+                                 existing: bool = True) -> None:
+    """Make `records` the connection's records (delete + insert: never duplicated)."""
+    if existing:
+        await conn.execute(delete(income_records).where(income_records.c.connection_id == connection_id))
+    if records:
+        await conn.execute(income_records.insert(), [r.row(connection_id) for r in records])
+
+
+async def resync_platform_connection(conn: AsyncConnection, *, connection_id: str, holder: str,
+                                     records: list[IncomeRecord], now: dt.datetime):
+    """A re-pull of an existing connection (GET /v1/vip-report?refresh=true): as a reconnection of the
+    same account, but never creating one. None when the connection is no longer active (revoked while it
+    was being pulled: its records are no one's input any more)."""
+    row = (await conn.execute(update(connections).where(
+        connections.c.id == connection_id, connections.c.type == "platform", connections.c.status == "active",
+    ).values(identifier=holder, last_synced_at=now).returning(*connections.c))).first()
+    if row is not None:
+        await replace_income_records(conn, row.id, records)
+    return row
 
 
 def _today(now: dt.datetime) -> dt.date:
@@ -251,14 +275,19 @@ async def callback(request: web.Request) -> web.Response:
             raise OAuthDenied("the user declined to share the data", {"platform": platform.id})
         raise sync_failed(platform, "authorization failed", platform_error=query.error[:100])
     settings = request.app[SETTINGS]
-    pulled = await fetch_account(request.app[HTTP], platform, query.code or "",
-                                 callback_url(settings.api.public_base_url), _today(now))
+    pulled, grant = await fetch_account(request.app[HTTP], platform, query.code or "",
+                                        callback_url(settings.api.public_base_url), _today(now))
     synced_at = await request.app[CLOCK].now()  # the pull may have taken a while
+    expires_at = synced_at + dt.timedelta(seconds=grant.expires_in) if grant.expires_in is not None else None
     async with request.app[ENGINE].begin() as conn:
         row, created = await store_platform_connection(
             conn, organisation_id=state.organisation_id, user_id=state.user_id, provider=platform.id,
             source_type=platform.source_type, account_id=pulled.account_id, holder=pulled.holder,
             records=pulled.records, now=synced_at)
+        # Kept for re-pulls on refresh (sealed; see vip/store/platform_tokens.py).
+        await platform_tokens.save(conn, TokenCipher.from_text(settings.api.token_key.get_secret_value()),
+                                   connection_id=row.id, access_token=grant.access_token,
+                                   refresh_token=grant.refresh_token, expires_at=expires_at, now=synced_at)
     return json_response({"connection": connection_json(row)}, status=201 if created else 200)
 
 

@@ -1,10 +1,12 @@
 """GET /v1/vip-report and GET /v1/risk-score.
 
 VIP: the first call (or `refresh=true`) creates a `pending` report (202, event `vip.generating`) that the
-daemon's VIP job generates; later calls answer the same report from cache for 24 hours per user and
-lookback (200 once finished, 202 while pending). A report that ended in `error` is not cached: the next
-call starts a new one. Prerequisites: an active wallet connection (else 422 ERR_MISSING_WALLET) and an
-active platform connection (else 422 ERR_MISSING_PLATFORM).
+daemon's VIP job generates; `refresh=true` first pulls the user's OAuth platform connections again
+(api/platform_refresh.py: 502 ERR_PLATFORM_SYNC_FAILED and nothing stored when a pull fails) and replaces
+their records in the transaction that creates the report; later calls answer the same report from cache
+for 24 hours per user and lookback (200 once finished, 202 while pending). A report that ended in `error`
+is not cached: the next call starts a new one. Prerequisites: an active wallet connection (else 422
+ERR_MISSING_WALLET) and an active platform connection (else 422 ERR_MISSING_PLATFORM).
 
 Risk score: of the VIP named by `vip_id`, or of the user's most recent finished VIP. 404 ERR_NO_VIP when
 there is none; 422 ERR_INSUFFICIENT_HISTORY for an `unverified` VIP; 422 ERR_VIP_PENDING while it is being
@@ -18,10 +20,12 @@ from typing import Literal
 
 from aiohttp import web
 from pydantic import Field, field_validator
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from api.context import CLOCK, ENGINE, SETTINGS, principal, requires
 from api.errors import NotFound, Unprocessable
 from api.jsonio import json_response
+from api.platform_refresh import repull_platforms, store_repulled
 from api.routes.users import load_user
 from api.validation import Query, read_query
 from vip.store import risk_scores, vip_reports
@@ -54,23 +58,35 @@ async def vip_report(request: web.Request) -> web.Response:
     query = read_query(request, VipReportQuery)
     org = principal(request).organisation_id
     settings = request.app[SETTINGS]
+    refresh = query.refresh == "true"
     now = await request.app[CLOCK].now()
+    repulled = []
+    if refresh:
+        # The lender asks for current data: pull the OAuth platforms again first (502, nothing stored,
+        # when one fails), outside any transaction; a missing prerequisite answers before any pull.
+        async with request.app[ENGINE].begin() as conn:
+            await _check_prerequisites(conn, org, query.user_id)
+        repulled = await repull_platforms(request.app, org, query.user_id, now)
+        now = await request.app[CLOCK].now()  # the pulls may have taken a while
     async with request.app[ENGINE].begin() as conn:
-        await load_user(conn, org, query.user_id)
-        if not await active_wallets(conn, query.user_id):
-            raise Unprocessable("the user has no active wallet connection; connect one first",
-                                {"user_id": query.user_id, "missing": "wallet"}, code="ERR_MISSING_WALLET")
-        if not await has_active_platform(conn, query.user_id):
-            raise Unprocessable("the user has no active platform connection; connect an income source first",
-                                {"user_id": query.user_id, "missing": "platform"},
-                                code="ERR_MISSING_PLATFORM")
+        await _check_prerequisites(conn, org, query.user_id)  # a revoke may have landed meanwhile
+        await store_repulled(conn, repulled, now)
         row, _ = await vip_reports.request_report(
             conn, organisation_id=org, user_id=query.user_id, lookback_months=query.lookback_months,
-            refresh=query.refresh == "true", now=now,
-            cache=timedelta(hours=settings.verification.cache_hours))
+            refresh=refresh, now=now, cache=timedelta(hours=settings.verification.cache_hours))
     status = 202 if row.status == "pending" else 200
     headers = {"Retry-After": "30"} if status == 202 else None
     return json_response({"vip_report": vip_reports.report_body(row)}, status=status, headers=headers)
+
+
+async def _check_prerequisites(conn: AsyncConnection, org: str, user_id: str) -> None:
+    await load_user(conn, org, user_id)
+    if not await active_wallets(conn, user_id):
+        raise Unprocessable("the user has no active wallet connection; connect one first",
+                            {"user_id": user_id, "missing": "wallet"}, code="ERR_MISSING_WALLET")
+    if not await has_active_platform(conn, user_id):
+        raise Unprocessable("the user has no active platform connection; connect an income source first",
+                            {"user_id": user_id, "missing": "platform"}, code="ERR_MISSING_PLATFORM")
 
 
 @routes.get("/v1/risk-score")

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Identity,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Numeric,
     PrimaryKeyConstraint,
@@ -518,4 +519,18 @@ webhook_attempts = Table(
     Column("error", Text),
     Column("duration_ms", Integer, nullable=False),
     Index(None, "delivery_id", "id"),
+)
+
+# --- platform tokens ---
+# What a re-pull of an OAuth platform connection needs (GET /v1/vip-report?refresh=true): its tokens,
+# sealed with AES-256-GCM under `api.token_key` (vip/token_cipher.py). One row per active OAuth connection;
+# revoking the connection deletes it. Direct-push connections have none.
+platform_tokens = Table(
+    "platform_tokens",
+    metadata,
+    Column("connection_id", Text, ForeignKey("connections.id"), primary_key=True),
+    Column("access_token", LargeBinary, nullable=False),
+    Column("refresh_token", LargeBinary),
+    Column("expires_at", DateTime(timezone=True)),  # from the token answer's expires_in, when given
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )

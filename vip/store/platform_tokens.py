@@ -1,0 +1,59 @@
+"""The sealed OAuth tokens of platform connections (table `platform_tokens`): kept at the callback,
+read for a re-pull (GET /v1/vip-report?refresh=true), deleted when the connection is revoked. Tokens are
+sealed by the caller's `TokenCipher` before they reach the database and opened only to call the platform;
+they are never logged nor returned by the API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from vip.store.tables import connections, platform_tokens
+from vip.token_cipher import TokenCipher
+
+
+@dataclass(frozen=True)
+class OAuthConnection:
+    """An active OAuth platform connection and its sealed access token."""
+
+    connection_id: str
+    provider: str
+    account_id: str
+    sealed_access_token: bytes = field(repr=False)
+    expires_at: datetime | None
+
+    def access_token(self, cipher: TokenCipher) -> str:
+        """The token itself (raises TokenUnreadable under another key)."""
+        return cipher.open(self.sealed_access_token, self.connection_id)
+
+
+async def save(conn: AsyncConnection, cipher: TokenCipher, *, connection_id: str, access_token: str,
+               refresh_token: str | None, expires_at: datetime | None, now: datetime) -> None:
+    """Keep (or replace, on a reconnection) the tokens of a connection, in the caller's transaction."""
+    values = {"access_token": cipher.seal(access_token, connection_id),
+              "refresh_token": cipher.seal(refresh_token, connection_id) if refresh_token else None,
+              "expires_at": expires_at, "updated_at": now}
+    await conn.execute(pg_insert(platform_tokens).values(connection_id=connection_id, **values)
+                       .on_conflict_do_update(index_elements=["connection_id"], set_=values))
+
+
+async def forget(conn: AsyncConnection, connection_id: str) -> None:
+    await conn.execute(delete(platform_tokens).where(platform_tokens.c.connection_id == connection_id))
+
+
+async def oauth_connections(conn: AsyncConnection, organisation_id: str,
+                            user_id: str) -> list[OAuthConnection]:
+    """The user's active platform connections that have a kept token (the OAuth ones), oldest first."""
+    rows = (await conn.execute(
+        select(connections.c.id, connections.c.provider, connections.c.account_id,
+               platform_tokens.c.access_token, platform_tokens.c.expires_at)
+        .join(platform_tokens, platform_tokens.c.connection_id == connections.c.id)
+        .where(connections.c.organisation_id == organisation_id, connections.c.user_id == user_id,
+               connections.c.type == "platform", connections.c.status == "active")
+        .order_by(connections.c.created_at, connections.c.id))).all()
+    return [OAuthConnection(r.id, r.provider, r.account_id, bytes(r.access_token), r.expires_at)
+            for r in rows]
