@@ -557,8 +557,8 @@ async def test_query_plan_reads_one_page_per_side(api):
         assert on_transfers, scans
         assert all(n["Node Type"] in ("Index Scan", "Index Only Scan") for n in on_transfers), scans
         used = {n["Index Name"] for n in on_transfers}
-        assert used <= {"ix_token_transfers_network_to_address_block_number",
-                        "ix_token_transfers_network_from_address_block_number"}, used
+        assert used <= {"ix_token_transfers_network_to_address_block_number_log_index",
+                        "ix_token_transfers_network_from_address_block_number_log_index"}, used
         assert all(n["Actual Rows"] * n["Actual Loops"] <= 60 for n in on_transfers), (filters, on_transfers)
 
 

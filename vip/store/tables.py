@@ -80,8 +80,10 @@ token_transfers = Table(
     Column("amount", UINT256, nullable=False),
     PrimaryKeyConstraint("network", "tx_hash", "log_index"),
     Index(None, "network", "block_number"),
-    Index(None, "network", "from_address", "block_number"),
-    Index(None, "network", "to_address", "block_number"),
+    # An address's transfers in (block, log) order: a keyset page of /v1/transactions is an index range
+    # read in order, never a sort of the address's whole history (migration 0008).
+    Index(None, "network", "from_address", "block_number", "log_index"),
+    Index(None, "network", "to_address", "block_number", "log_index"),
 )
 
 token_approvals = Table(
