@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -11,6 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from vip.config import RateLimitConfig
 
 WINDOW_S = 60
+# A user id worth a bucket of its own; anything else (NUL characters, which PostgreSQL text refuses, or
+# junk the handler will reject anyway) is counted against the key.
+_USER_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
 _COUNT = text("""
     INSERT INTO rate_limit_windows AS w (bucket, window_start, count)
@@ -35,6 +39,8 @@ class Decision:
 def bucket_for(path: str, key_id: str | None, user_id: str | None, client: str,
                limits: RateLimitConfig) -> tuple[str, int]:
     """The spec's table: per user for /vip-report and /risk-score, per key for the rest."""
+    if user_id is not None and not _USER_ID.match(user_id):
+        user_id = None
     if key_id is None:
         return f"ip:{client}", limits.default_per_key
     if path == "/v1/vip-report":

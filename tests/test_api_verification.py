@@ -147,3 +147,12 @@ async def test_income_change_against_the_previous_vip_fires_an_event(api: ApiHar
     (change,) = changes
     assert change["object"]["vip_id"] == ids[1] and change["object"]["previous_vip_id"] == ids[0]
     assert change["object"]["change_pct"] == Decimal("0.166667")
+
+
+async def test_a_user_id_postgresql_cannot_store_is_a_400_not_a_500(api: ApiHarness):
+    """Found by schemathesis: a NUL in user_id reached the per-user rate-limit bucket (a text column)."""
+    for path in ("/v1/vip-report", "/v1/risk-score"):
+        resp = await api.client.get(path, params={"user_id": "\x00usr"}, headers=await api.headers())
+        assert resp.status == 400, await resp.text()
+        body = loads(await resp.text())
+        assert body["error"]["code"] == "ERR_VALIDATION" and "user_id" in body["error"]["details"]
