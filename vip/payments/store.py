@@ -3,12 +3,12 @@ transaction each), and the lease an executor holds on a pending charge."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from eth_utils import to_checksum_address
-from sqlalchemy import func, select, text, update
+from sqlalchemy import Interval, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip import metrics
@@ -133,11 +133,17 @@ async def oldest_pending_approval(conn: AsyncConnection, now: datetime) -> datet
 
 # --- charges -------------------------------------------------------------------------------------------
 
+def _db_now_plus(seconds: float):
+    """The database's now plus a duration, bound as an interval (leases run on the database clock, which
+    every API process and daemon shares)."""
+    return func.now() + bindparam(None, timedelta(seconds=seconds), type_=Interval())
+
+
 async def insert_charge(conn: AsyncConnection, values: dict[str, Any], lease_s: float):
     """A new pending charge, leased to its creator so no daemon starts on it meanwhile."""
     return (await conn.execute(charges.insert().values(
         **values, status=rules.CHARGE_PENDING,
-        locked_until=func.now() + text(f"interval '{float(lease_s)} seconds'"),
+        locked_until=_db_now_plus(lease_s),
     ).returning(*charges.c))).one()
 
 
@@ -146,7 +152,7 @@ async def claim_charge(conn: AsyncConnection, charge_id: str, lease_s: float) ->
     claimed = await conn.scalar(update(charges).where(
         charges.c.id == charge_id, charges.c.status == rules.CHARGE_PENDING,
         (charges.c.locked_until.is_(None)) | (charges.c.locked_until < func.now()),
-    ).values(locked_until=func.now() + text(f"interval '{float(lease_s)} seconds'"),
+    ).values(locked_until=_db_now_plus(lease_s),
              attempts=charges.c.attempts + 1).returning(charges.c.id))
     return claimed is not None
 
@@ -158,14 +164,14 @@ async def claim_due_charges(conn: AsyncConnection, lease_s: float, limit: int) -
         (charges.c.locked_until.is_(None)) | (charges.c.locked_until < func.now()),
     ).order_by(charges.c.next_attempt_at).limit(limit).with_for_update(skip_locked=True)
     rows = await conn.execute(update(charges).where(charges.c.id.in_(due.scalar_subquery())).values(
-        locked_until=func.now() + text(f"interval '{float(lease_s)} seconds'"),
+        locked_until=_db_now_plus(lease_s),
         attempts=charges.c.attempts + 1).returning(charges.c.id))
     return [r.id for r in rows]
 
 
 async def release_charge(conn: AsyncConnection, charge_id: str, retry_in_s: float) -> None:
     await conn.execute(update(charges).where(charges.c.id == charge_id).values(
-        locked_until=None, next_attempt_at=func.now() + text(f"interval '{float(retry_in_s)} seconds'")))
+        locked_until=None, next_attempt_at=_db_now_plus(retry_in_s)))
 
 
 async def finish_charge(conn: AsyncConnection, charge_id: str, *, succeeded: bool, now: datetime,
