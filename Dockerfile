@@ -19,21 +19,21 @@ COPY pyproject.toml README.md ./
 RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; \
 print('\n'.join(d for d in deps if not d.startswith('pgserver')))" > /tmp/requirements.txt \
  && /opt/venv/bin/pip install -r /tmp/requirements.txt
-COPY vip ./vip
+# Every folder pyproject.toml maps into the `vip` namespace; the package is built and installed as a wheel
+# (config defaults, contract artifacts and migrations are package data inside it).
+COPY src ./src
 COPY indexer ./indexer
 COPY api ./api
 COPY verification ./verification
-# Installed in place (editable): the code finds config/ and contracts/artifacts/ beside its packages.
-RUN /opt/venv/bin/pip install --no-deps -e . \
+COPY config ./config
+COPY contracts ./contracts
+RUN /opt/venv/bin/pip install --no-deps . \
  && /opt/venv/bin/pip uninstall -y pip
 
 # --- runtime: slim, non-root, only what the service runs --------------------------------------------
 FROM python:3.11-slim AS runtime
 RUN useradd --system --uid 10001 --user-group --home-dir /app --shell /usr/sbin/nologin vip
 COPY --from=builder /opt/venv /opt/venv
-COPY --from=builder /app /app
-COPY config /app/config
-COPY contracts/artifacts /app/contracts/artifacts
 COPY deploy/container.toml /app/deploy/container.toml
 WORKDIR /app
 # container.toml makes the API and the daemon's metrics listen on every interface; append your own

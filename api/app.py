@@ -12,11 +12,12 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 
-from api import keys, ratelimit
-from api.context import CLOCK, ENGINE, HTTP, KEY_CACHE, SETTINGS, public
-from api.jsonio import iso, json_response
-from api.middleware import access, idempotency, request_context
-from api.routes import (
+from vip.accounts import keys
+from vip.api import ratelimit
+from vip.api.context import CLOCK, ENGINE, HTTP, KEY_CACHE, SETTINGS, public
+from vip.api.jsonio import iso, json_response
+from vip.api.middleware import access, idempotency, request_context
+from vip.api.routes import (
     admin,
     connections,
     docs,
@@ -30,7 +31,7 @@ from api.routes import (
     wallets,
     webhooks,
 )
-from api.routes import dev as dev_routes  # integrators' test clock (local networks only)
+from vip.api.routes import dev as dev_routes  # integrators' test clock (local networks only)
 from vip.clock import ChainClock, clock_for
 from vip.config import Settings
 from vip.store.engine import create_engine

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import ClientSession, web
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.keys import Principal, PrincipalCache
+from vip.accounts.keys import Principal, PrincipalCache
 from vip.clock import Clock
 from vip.config import Settings
 

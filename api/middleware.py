@@ -12,9 +12,11 @@ from aiohttp import web
 from sqlalchemy import and_, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from api import keys, ratelimit
-from api.context import ENGINE, KEY_CACHE, PRINCIPAL, RATE_HEADERS, REQUEST_ID, SETTINGS
-from api.errors import (
+from vip.accounts import keys
+from vip.api import ratelimit
+from vip.api.context import ENGINE, KEY_CACHE, PRINCIPAL, RATE_HEADERS, REQUEST_ID, SETTINGS
+from vip.api.jsonio import json_response
+from vip.errors import (
     ApiError,
     Conflict,
     Forbidden,
@@ -25,7 +27,6 @@ from api.errors import (
     ValidationFailed,
     error_body,
 )
-from api.jsonio import json_response
 from vip.store.engine import autocommit_connection
 from vip.store.tables import idempotency_keys
 

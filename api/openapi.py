@@ -252,7 +252,7 @@ def build_document(paths: dict[str, dict[str, Any]], body_models: list[type[Base
 @cache
 def document(base_url: str) -> dict[str, Any]:
     """The served document (built once per process)."""
-    from api.openapi_paths import BODY_MODELS, PATHS
+    from vip.api.openapi_paths import BODY_MODELS, PATHS
 
     return build_document(PATHS, BODY_MODELS, base_url)
 

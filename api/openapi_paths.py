@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from api.openapi import TIMESTAMP, _ok, _path, _query, operation, ref
-from api.routes import admin, payments, platforms, users, wallet_connect, webhooks
-from api.routes import dev as dev_routes
+from vip.api.openapi import TIMESTAMP, _ok, _path, _query, operation, ref
+from vip.api.routes import admin, payments, platforms, users, wallet_connect, webhooks
+from vip.api.routes import dev as dev_routes
 
 USER_ID = {"type": "string", "minLength": 1}
 CONNECTION_BODY = {"type": "object", "properties": {"connection": ref("Connection")},

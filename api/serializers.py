@@ -6,7 +6,7 @@ from typing import Any
 
 from eth_utils import to_checksum_address
 
-from api.jsonio import iso
+from vip.api.jsonio import iso
 
 
 def address_out(address: str | None) -> str | None:

@@ -7,8 +7,8 @@ from typing import Any, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from api.errors import ValidationFailed
-from api.jsonio import loads
+from vip.api.jsonio import loads
+from vip.errors import ValidationFailed
 
 M = TypeVar("M", bound=BaseModel)
 

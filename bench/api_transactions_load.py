@@ -63,13 +63,13 @@ import psycopg
 from aiohttp import web
 from benchdb import throwaway_database
 
-from api import keys
-from api.app import create_app
-from api.transactions_query import Filters, Position, encode_cursor, transactions_query
-from vip.config import REPO_ROOT, ApiConfig, NetworkConfig, RateLimitConfig, Settings, TokenConfig
+from vip.accounts import keys
+from vip.api.app import create_app
+from vip.config import ApiConfig, NetworkConfig, RateLimitConfig, Settings, TokenConfig
 from vip.ids import new_id
 from vip.logging import configure_logging
 from vip.store.engine import create_engine
+from vip.transactions.query import Filters, Position, encode_cursor, transactions_query
 
 GOAL_P99_MS = 50.0
 NETWORK = "ethereum"
@@ -368,7 +368,7 @@ def main() -> None:
                 for port in ports:
                     servers.append(subprocess.Popen(
                         [sys.executable, __file__, "--serve", str(port), "--database-url", url],
-                        stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT))
+                        stdout=log, stderr=subprocess.STDOUT))
                 result = run_load([f"http://127.0.0.1:{p}" for p in ports], data, settings, args,
                                   [s.pid for s in servers])
         finally:

@@ -47,11 +47,10 @@ from web3 import Web3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from api import keys
-from api.app import create_app
-from api.jsonio import dumps
 from bench.benchdb import throwaway_database
-from indexer.daemon import run_daemon
+from vip.accounts import keys
+from vip.api.app import create_app
+from vip.api.jsonio import dumps
 from vip.chain.contracts import DISBURSED_TOPIC
 from vip.config import (
     ApiConfig,
@@ -63,6 +62,7 @@ from vip.config import (
     Settings,
     TokenConfig,
 )
+from vip.daemon import run_daemon
 from vip.devstack.anvil import free_port, start_anvil
 from vip.devstack.deploy import deploy_local_contracts, mint
 from vip.ids import new_id

@@ -47,14 +47,14 @@ from eth_utils import keccak
 from sqlalchemy import func, select
 from web3 import Web3
 
-from indexer.daemon import build_network_tasks, tune_runtime
-from indexer.decode import parse_token_log
-from indexer.fetcher import EVENT_TOPICS
-from indexer.rpc import RpcClient
-from indexer.store import copy_text
+from vip.chain.rpc import RpcClient
 from vip.config import IndexerConfig, NetworkConfig, RpcConfig, Settings, TokenConfig
+from vip.daemon import build_network_tasks, tune_runtime
 from vip.devstack.anvil import anvil_binary, start_anvil
 from vip.devstack.deploy import deploy_local_contracts
+from vip.indexer.decode import parse_token_log
+from vip.indexer.fetcher import EVENT_TOPICS
+from vip.indexer.store import copy_text
 from vip.logging import configure_logging
 from vip.store.engine import create_engine
 from vip.store.tables import token_approvals, token_transfers

@@ -56,20 +56,15 @@ from sqlalchemy import func, select
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.benchdb import throwaway_database
-from indexer.vip_job import VipReportJob
-from verification.model import CIRCULAR_FLOW, UNVERIFIED_SOURCE, WASH_TRADE
-from vip.config import (
-    NetworkConfig,
-    Settings,
-    TokenConfig,
-    VerificationConfig,
-)
+from vip.config import NetworkConfig, Settings, TokenConfig, VerificationConfig
 from vip.ids import new_id
 from vip.platforms import load_platforms
-from vip.store import vip_reports
+from vip.reports import vip_reports
+from vip.reports.worker import VipReportJob
 from vip.store.engine import create_engine
 from vip.store.tables import transfer_labels
 from vip.store.tables import vip_reports as vip_table
+from vip.verification.model import CIRCULAR_FLOW, UNVERIFIED_SOURCE, WASH_TRADE
 
 NETWORK = "bench"
 USDC_ADDRESS = "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48"

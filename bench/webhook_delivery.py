@@ -27,7 +27,6 @@ import os
 import platform
 import statistics
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 
@@ -35,9 +34,9 @@ import psutil
 from aiohttp import web
 from benchdb import throwaway_database
 
-from api import keys
-from vip.config import REPO_ROOT
+from vip.accounts import keys
 from vip.devstack.anvil import free_port
+from vip.devstack.console import vip_console_script
 from vip.store.engine import create_engine
 from vip.store.outbox import record_event
 from vip.webhooks import store
@@ -112,7 +111,7 @@ async def run(args: argparse.Namespace) -> None:
         env.update({"DATABASE_URL": db.url, "VIP_CONFIG": str(config), "VIP_LOG_FORMAT": "json"})
         log = open(db.tmp / "daemon.log", "ab")  # noqa: ASYNC230 - handed to the child, once
         daemon = subprocess.Popen(  # noqa: ASYNC220 - started once, before anything is measured
-            [sys.executable, "-m", "vip.cli", "index"], env=env, cwd=REPO_ROOT,
+            [vip_console_script(), "index"], env=env,
                                   stdout=log, stderr=subprocess.STDOUT)
         proc = psutil.Process(daemon.pid)
         try:

@@ -9,14 +9,14 @@ from datetime import datetime
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from indexer import store
-from indexer.decode import BlockHeader, TokenLog
-from indexer.fetcher import LogFetcher
-from indexer.loop import run_steps
-from indexer.progress import Progress
-from indexer.store import WatchedAddress
 from vip import metrics
 from vip.config import NetworkConfig
+from vip.indexer import store
+from vip.indexer.decode import BlockHeader, TokenLog
+from vip.indexer.fetcher import LogFetcher
+from vip.indexer.loop import run_steps
+from vip.indexer.progress import Progress
+from vip.indexer.store import WatchedAddress
 
 log = structlog.get_logger(__name__)
 

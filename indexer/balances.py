@@ -34,11 +34,11 @@ from sqlalchemy import and_, exists, func, literal, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from indexer import store
-from indexer.fetcher import InconsistentResponse
-from indexer.loop import run_steps
-from indexer.rpc import RpcClient
+from vip.chain.rpc import RpcClient
 from vip.config import NetworkConfig
+from vip.indexer import store
+from vip.indexer.fetcher import InconsistentResponse
+from vip.indexer.loop import run_steps
 from vip.store.tables import address_balances, block_headers, token_transfers, watched_addresses
 
 log = structlog.get_logger(__name__)

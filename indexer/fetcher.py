@@ -8,13 +8,13 @@ from dataclasses import dataclass
 
 import structlog
 
-from indexer.decode import BlockHeader, TokenLog, address_topic, parse_header, parse_token_log
-from indexer.ranges import AdaptiveRange, next_range
-from indexer.reorg import broken_link, headers_needed
-from indexer.rpc import NodeBehindError, RangeTooLargeError, RpcClient, TransientRpcError
 from vip import metrics
 from vip.chain.contracts import APPROVAL_TOPIC, TRANSFER_TOPIC
+from vip.chain.rpc import NodeBehindError, RangeTooLargeError, RpcClient, TransientRpcError
 from vip.config import NetworkConfig
+from vip.indexer.decode import BlockHeader, TokenLog, address_topic, parse_header, parse_token_log
+from vip.indexer.ranges import AdaptiveRange, next_range
+from vip.indexer.reorg import broken_link, headers_needed
 
 log = structlog.get_logger(__name__)
 

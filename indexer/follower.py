@@ -11,17 +11,17 @@ import psycopg
 import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from indexer import store
-from indexer.decode import BlockHeader, parse_header
-from indexer.fetcher import FetchedRange, LogFetcher, ReorgDetected
-from indexer.loop import sleep_or_stop
-from indexer.progress import Progress
-from indexer.ranges import finalized_block
-from indexer.reorg import first_common_block, header_window_start
-from indexer.rpc import NodeBehindError, RpcClient, RpcError
-from indexer.store import Cursor
 from vip import metrics
+from vip.chain.rpc import NodeBehindError, RpcClient, RpcError
 from vip.config import IndexerConfig, NetworkConfig
+from vip.indexer import store
+from vip.indexer.decode import BlockHeader, parse_header
+from vip.indexer.fetcher import FetchedRange, LogFetcher, ReorgDetected
+from vip.indexer.loop import sleep_or_stop
+from vip.indexer.progress import Progress
+from vip.indexer.ranges import finalized_block
+from vip.indexer.reorg import first_common_block, header_window_start
+from vip.indexer.store import Cursor
 
 log = structlog.get_logger(__name__)
 

@@ -7,8 +7,8 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from indexer.rpc import RpcError
 from vip import metrics
+from vip.chain.rpc import RpcError
 
 EXPECTED_FAILURES = (RpcError, OSError)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from indexer.decode import BlockHeader
+from vip.indexer.decode import BlockHeader
 
 
 def first_common_block(stored: Sequence[tuple[int, str]],

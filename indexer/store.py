@@ -14,7 +14,7 @@ from sqlalchemy import delete, func, select, union, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from indexer.decode import BlockHeader, TokenLog
+from vip.indexer.decode import BlockHeader, TokenLog
 from vip.store.tables import (
     block_headers,
     chain_cursors,

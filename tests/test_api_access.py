@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from api import keys
-from api.app import create_app
+from vip.accounts import keys
+from vip.api.app import create_app
 
 
 def assert_error(body: dict, code: str) -> None:
@@ -153,12 +153,12 @@ async def test_admin_key_management(api):
 
 
 async def test_unexpected_errors_are_500_with_the_body_and_no_trace(api, monkeypatch):
-    from api.routes import users
+    from vip.accounts import users
 
     async def broken(*args, **kwargs):
         raise RuntimeError("database exploded: secret detail")
 
-    monkeypatch.setattr(users, "load_user", broken)
+    monkeypatch.setattr(users, "get_user", broken)
     resp = await api.client.get("/v1/users/usr_1", headers=await api.headers())
     assert resp.status == 500
     text = await resp.text()

@@ -19,9 +19,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from api import keys
-from api.app import create_app
 from tests.support.chain import indexer_settings, local_network
+from vip.accounts import keys
+from vip.api.app import create_app
 from vip.config import ApiConfig, RateLimitConfig
 from vip.devstack.anvil import free_port
 from vip.store.engine import create_engine

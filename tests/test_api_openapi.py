@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from openapi_spec_validator import validate
 
-from api.app import create_app
-from api.openapi import document
+from vip.api.app import create_app
+from vip.api.openapi import document
 
 
 def app_routes(app) -> set[tuple[str, str]]:

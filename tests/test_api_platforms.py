@@ -21,14 +21,14 @@ from aiohttp.test_utils import TestServer, get_port_socket
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.app import create_app
-from api.context import CLOCK
-from api.jsonio import dumps, iso, loads
-from api.platform_oauth import PLATFORMS, sign_state
 from tests.support.api import ApiHarness
 from tests.support.fake_platform import FakeAccount, FakePlatform
 from tests.support.openapi_check import conformance_middleware
+from vip.api.app import create_app
+from vip.api.context import CLOCK
+from vip.api.jsonio import dumps, iso, loads
 from vip.config import ApiConfig, Settings
+from vip.connections.platform_oauth import PLATFORMS, sign_state
 from vip.platforms import DEFAULT_PLATFORMS_FILE, PlatformConfig, load_platforms
 from vip.store.tables import connections, income_records, oauth_states, outbox_events
 

@@ -21,21 +21,15 @@ from aiohttp.test_utils import TestClient
 from eth_utils import to_checksum_address
 from sqlalchemy import insert, text, update
 
-from api import keys
-from api.app import create_app
-from api.jsonio import token_units
-from api.transactions_query import (
-    Filters,
-    Position,
-    checksummed,
-    transaction_id,
-    transactions_query,
-)
-from indexer import store
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import running_indexer, wait_synced
+from vip.accounts import keys
+from vip.api.app import create_app
+from vip.api.jsonio import token_units
 from vip.ids import new_id
+from vip.indexer import store
 from vip.store.tables import connections, token_transfers, transfer_labels, wallets
+from vip.transactions.query import Filters, Position, checksummed, transaction_id, transactions_query
 
 NETWORK = "local"
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)

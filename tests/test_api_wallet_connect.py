@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 
 from eth_account import Account
 
-from api.app import create_app
 from tests.support.wallets import (
     ALWAYS_VALID_1271,
     NEVER_VALID_1271,
@@ -19,6 +18,7 @@ from tests.support.wallets import (
     sign_in_body,
 )
 from tests.test_api_access import assert_error
+from vip.api.app import create_app
 
 NONCE_URL = "/v1/connect/wallet/nonce"
 CONNECT_URL = "/v1/connect/wallet"

@@ -11,12 +11,12 @@ from decimal import Context, Decimal
 from eth_utils import to_checksum_address
 from sqlalchemy import insert
 
-from api.app import create_app
-from indexer import store
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import running_indexer, wait_synced
 from tests.test_api_transactions import Caller, add_transfers, add_wallet, addr, mined, revoke, transfer
 from tests.test_indexer_balances import balance_of, wait_balances
+from vip.api.app import create_app
+from vip.indexer import store
 from vip.store.tables import address_balances
 
 UINT256_MAX = 2**256 - 1

@@ -13,7 +13,6 @@ from decimal import Decimal
 import pytest
 from eth_account import Account
 
-from indexer.webhook_delivery import DeliveryWorker
 from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import indexer_settings, local_network
 from tests.support.wallets import connect
@@ -21,6 +20,7 @@ from tests.support.webhooks import ManualClock, Receiver
 from vip.clock import WallClock
 from vip.config import WebhookConfig
 from vip.store.outbox import record_event
+from vip.webhooks.delivery import DeliveryWorker
 
 CREATED = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 

@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
-from indexer import store
-from indexer.store import Cursor
+from vip.indexer import store
+from vip.indexer.store import Cursor
 
 ADDRESS = "0x8ba1f109551bD432803012645Ac136ddd64DBA72"
 

@@ -17,10 +17,11 @@ from urllib.parse import urlsplit
 import aiohttp
 import yaml
 
-from api.app import create_app
-from indexer.daemon import start_metrics_server
+from tests.support.paths import REPO_ROOT
+from vip.api.app import create_app
 from vip.cli import build_parser
-from vip.config import REPO_ROOT, load_settings
+from vip.config import load_settings
+from vip.daemon import start_metrics_server
 from vip.devstack.anvil import free_port
 
 DEPLOY = REPO_ROOT / "deploy"
@@ -113,9 +114,9 @@ def test_image_is_multi_stage_slim_and_non_root():
     assert any("useradd" in run and user in run and "--uid 0 " not in run for run in final.all("RUN"))
     assert "--interval" in final.last("HEALTHCHECK")
     # Every package the distribution ships is copied into the builder, and every copied path exists.
-    packages = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
-    wanted = {p.rstrip("*") for p in packages["find"]["include"]}
-    copied = {c.split()[0] for c in builder.all("COPY") if not c.startswith("--")}
+    setuptools = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    wanted = set(setuptools["package-dir"].values())
+    copied = {source for c in builder.all("COPY") if not c.startswith("--") for source in c.split()[:-1]}
     assert wanted <= copied
     for copy in builder.all("COPY") + copies:
         if not copy.startswith("--"):

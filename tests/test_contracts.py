@@ -13,6 +13,7 @@ from web3 import Web3
 from web3.contract import Contract
 from web3.logs import DISCARD
 
+from tests.support.paths import REPO_ROOT
 from vip.chain.contracts import (
     APPROVAL_TOPIC,
     DISBURSED_TOPIC,
@@ -21,7 +22,6 @@ from vip.chain.contracts import (
     contract_at,
     send_transaction,
 )
-from vip.config import REPO_ROOT
 from vip.devstack.anvil import AnvilNode
 from vip.devstack.deploy import LocalContracts, deploy_local_contracts, mint
 

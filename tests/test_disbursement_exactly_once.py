@@ -17,10 +17,6 @@ import pytest
 from eth_account import Account
 from sqlalchemy import select
 
-from indexer.charges import ChargeExecutor
-from indexer.disburser import Disburser, Payout
-from indexer.payment_jobs import ChargeCompleter, IntentExpirer
-from indexer.rpc import RpcClient, RpcError
 from tests.support.api import ApiHarness
 from tests.support.payments import (
     approve,
@@ -35,13 +31,17 @@ from tests.support.payments import (
     post_json,
 )
 from vip.chain.contracts import TransactionReverted, contract_at, send_transaction
+from vip.chain.rpc import RpcClient, RpcError
 from vip.clock import ChainClock
 from vip.config import Settings
 from vip.devstack.anvil import free_port
 from vip.devstack.dev import wait_http
 from vip.ids import new_id
 from vip.payments import store
+from vip.payments.charges import ChargeExecutor
+from vip.payments.disburser import Disburser, Payout
 from vip.payments.rules import chain_intent_id
+from vip.payments.worker import ChargeCompleter, IntentExpirer
 from vip.store.tables import charges, disbursement_transactions
 
 

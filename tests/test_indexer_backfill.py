@@ -6,9 +6,9 @@ import asyncio
 import random
 from datetime import UTC, datetime
 
-from indexer import store
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import db_rows, running_indexer, wait_synced
+from vip.indexer import store
 
 
 async def test_late_addresses_are_backfilled_while_live_continues(chain: ChainDriver, database_url, engine):

@@ -10,12 +10,12 @@ import time
 
 from sqlalchemy import select
 
-from indexer import store
-from indexer.balances import BalanceRefresher, balance_of_call, decode_uint, stale_addresses_query
-from indexer.rpc import RpcClient
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import running_indexer, wait_synced
 from tests.test_indexer_reorg import reorg
+from vip.chain.rpc import RpcClient
+from vip.indexer import store
+from vip.indexer.balances import BalanceRefresher, balance_of_call, decode_uint, stale_addresses_query
 from vip.store.tables import address_balances
 
 QUIET = "0x" + "0d" * 20  # watched, never touched: its balances are 0

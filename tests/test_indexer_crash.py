@@ -7,10 +7,10 @@ import asyncio
 import random
 import signal
 
-from indexer import store
 from tests.support.chain import ChainDriver
 from tests.support.indexer import cursor_of, db_rows, spawn_indexer, wait_synced
 from vip.devstack.anvil import free_port
+from vip.indexer import store
 
 
 def network_toml(chain: ChainDriver) -> str:

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from indexer import store
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import db_rows, running_indexer, wait_synced
+from vip.indexer import store
 
 
 @pytest.mark.parametrize("mode", ["watched", "all"])

@@ -7,12 +7,12 @@ import random
 
 import pytest
 
-from indexer import store
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import db_rows, running_indexer, wait_synced
 from tests.support.rpc_fault_proxy import FaultPlan, RpcFaultProxy
 from tests.test_indexer_reorg import fill_tip, reorg
 from vip import metrics
+from vip.indexer import store
 
 
 def plan(seed: int) -> FaultPlan:

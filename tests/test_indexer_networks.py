@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import random
 
-from indexer import store
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import db_rows, running_indexer, wait_synced
 from vip import metrics
 from vip.devstack.anvil import start_anvil
+from vip.indexer import store
 
 
 async def test_two_chains_one_dies(chain: ChainDriver, database_url, engine):

@@ -8,10 +8,10 @@ import pytest
 from eth_abi import encode
 from sqlalchemy import select
 
-from indexer import store
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import db_rows, running_indexer, wait_synced
 from vip import metrics
+from vip.indexer import store
 from vip.store.tables import chain_reorgs
 
 FINALITY = 5

@@ -10,18 +10,13 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
-from indexer.decode import BlockHeader, address_topic, parse_header, parse_token_log
-from indexer.progress import Progress, format_progress
-from indexer.ranges import (
-    AdaptiveRange,
-    finalized_block,
-    is_range_too_large,
-    next_range,
-    suggested_range_size,
-)
-from indexer.reorg import broken_link, first_common_block, header_window_start, headers_needed
-from indexer.throttle import AdaptiveRateLimiter, backoff_delay
 from vip.chain.contracts import APPROVAL_TOPIC, TRANSFER_TOPIC
+from vip.chain.range_errors import is_range_too_large, suggested_range_size
+from vip.chain.throttle import AdaptiveRateLimiter, backoff_delay
+from vip.indexer.decode import BlockHeader, address_topic, parse_header, parse_token_log
+from vip.indexer.progress import Progress, format_progress
+from vip.indexer.ranges import AdaptiveRange, finalized_block, next_range
+from vip.indexer.reorg import broken_link, first_common_block, header_window_start, headers_needed
 
 
 class FakeClock:
@@ -571,14 +566,14 @@ def test_parse_header():
     "Your app has exceeded its compute units per second capacity.",
 ])
 def test_rate_limit_messages_throttle_rather_than_shrink_the_range(message):
-    from indexer.rpc import RateLimitedError, _classify
+    from vip.chain.rpc import RateLimitedError, _classify
 
     error = _classify("eth_getLogs", [{"fromBlock": "0x1"}], {"code": -32005, "message": message})
     assert isinstance(error, RateLimitedError)
 
 
 def test_too_many_results_still_shrinks_the_range():
-    from indexer.rpc import RangeTooLargeError, _classify
+    from vip.chain.rpc import RangeTooLargeError, _classify
 
     error = _classify("eth_getLogs", [{"fromBlock": "0x10"}], {
         "code": -32005, "message": "query returned more than 10000 results. Try with this block range "

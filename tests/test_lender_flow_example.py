@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from vip.config import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from vip.testing import VipStack
 
 

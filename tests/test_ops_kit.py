@@ -16,10 +16,11 @@ import yaml
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from indexer.daemon import start_metrics_server
 from tests.support import promql
+from tests.support.paths import REPO_ROOT
 from vip import metrics
-from vip.config import REPO_ROOT, Settings
+from vip.config import Settings
+from vip.daemon import start_metrics_server
 from vip.devstack.anvil import free_port
 
 OPS = REPO_ROOT / "config" / "ops"

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from indexer.store import add_watched_address
+from vip.indexer.store import add_watched_address
 from vip.store.outbox import envelope, record_event
 from vip.store.tables import outbox_events, watched_addresses
 

@@ -3,7 +3,7 @@ HTTP the way the README's example test does."""
 
 from __future__ import annotations
 
-from vip.config import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 from vip.testing import FundedAccounts, VipClient, VipStack
 
 

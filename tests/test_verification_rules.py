@@ -11,11 +11,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from verification.cashflow import Obligation, average_balance, obligations
-from verification.classify import classify
-from verification.fraud import TransferGraph, find_circular_flows, find_wash_trades, within
-from verification.matching import tier, variance
-from verification.model import (
+from vip.config import (
+    CircularFlowConfig,
+    MatchingConfig,
+    ScoringConfig,
+    VerificationConfig,
+    WashTradeConfig,
+)
+from vip.verification.cashflow import Obligation, average_balance, obligations
+from vip.verification.classify import classify
+from vip.verification.fraud import TransferGraph, find_circular_flows, find_wash_trades, within
+from vip.verification.matching import tier, variance
+from vip.verification.model import (
     CIRCULAR_FLOW,
     EXACT,
     INCOME_MISMATCH,
@@ -25,9 +32,9 @@ from verification.model import (
     IncomeRecord,
     Transfer,
 )
-from verification.pipeline import Platform, Wallet, verify, vip_report
-from verification.profile import figures, lookback_periods, population_stdev
-from verification.scoring import (
+from vip.verification.pipeline import Platform, Wallet, verify, vip_report
+from vip.verification.profile import figures, lookback_periods, population_stdev
+from vip.verification.scoring import (
     ScoreInputs,
     adverse_action_reasons,
     composite,
@@ -35,13 +42,6 @@ from verification.scoring import (
     income_tier,
     pillars,
     recommendation,
-)
-from vip.config import (
-    CircularFlowConfig,
-    MatchingConfig,
-    ScoringConfig,
-    VerificationConfig,
-    WashTradeConfig,
 )
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

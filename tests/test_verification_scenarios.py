@@ -14,7 +14,6 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from indexer.vip_job import VipReportJob
 from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import running_indexer, wait_synced
@@ -22,6 +21,7 @@ from tests.support.verification import USDC, Borrower, month_after, months_after
 from vip.clock import clock_for
 from vip.config import CircularFlowConfig, VerificationConfig
 from vip.platforms import load_platforms
+from vip.reports.worker import VipReportJob
 from vip.store.tables import vip_reports
 
 DEX = "0x" + "de" * 20

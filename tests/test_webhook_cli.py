@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 
 from sqlalchemy import update
 
-from indexer.webhook_delivery import DeliveryWorker
 from tests.support.webhooks import deliveries
 from vip.clock import WallClock
 from vip.config import WebhookConfig
 from vip.store.outbox import record_event
 from vip.store.tables import webhook_deliveries, webhook_endpoints
+from vip.webhooks.delivery import DeliveryWorker
 
 
 def vip(*args: str, database_url: str, expect: int = 0) -> subprocess.CompletedProcess:

@@ -12,13 +12,13 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from indexer.webhook_delivery import DeliveryWorker
 from tests.support.webhooks import START, ManualClock, Receiver, deliveries, make_endpoint, organisation
 from vip.clock import WallClock
 from vip.config import WebhookConfig
 from vip.devstack.anvil import free_port
 from vip.store.outbox import record_event
 from vip.webhooks import events, store
+from vip.webhooks.delivery import DeliveryWorker
 
 CONFIG = WebhookConfig(allow_http=True)
 CONNECTION = {"id": "con_1", "user_id": "usr_1", "type": "wallet", "status": "revoked"}

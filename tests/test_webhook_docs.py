@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from indexer.webhook_delivery import DeliveryWorker
 from tests.support.event_shapes import envelope_problems
 from tests.support.webhooks import ManualClock, Receiver, make_endpoint, organisation
 from vip.config import WebhookConfig
 from vip.store.outbox import record_event
 from vip.webhooks import store
 from vip.webhooks.catalogue import EVENT_TYPES
+from vip.webhooks.delivery import DeliveryWorker
 
 DOC = (Path(__file__).resolve().parent.parent / "docs" / "webhooks.md").read_text()
 

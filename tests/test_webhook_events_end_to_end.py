@@ -37,8 +37,6 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from api.app import create_app
-from api.jsonio import loads
 from tests.support.api import ApiHarness
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.event_shapes import envelope_problems
@@ -56,6 +54,8 @@ from tests.support.payments import (
 from tests.support.verification import USDC, month_after, months_after, new_borrower, noon
 from tests.support.webhooks import Receiver
 from tests.test_webhook_docs import catalogue
+from vip.api.app import create_app
+from vip.api.jsonio import loads
 from vip.config import CircularFlowConfig, Settings, VerificationConfig, WebhookConfig
 from vip.store.tables import outbox_events, vip_reports
 from vip.webhooks.catalogue import EVENT_TYPES

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from verification.fraud import within
-from verification.model import EXACT, Transfer
-from verification.profile import median
+from vip.verification.fraud import within
+from vip.verification.model import EXACT, Transfer
+from vip.verification.profile import median
 
 
 def average_balance(end_balance: int, flows: Iterable[tuple[datetime, int]], start: datetime,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-from verification.model import (
+from vip.verification.model import (
     CIRCULAR_FLOW,
     UNVERIFIED_SOURCE,
     WASH_TRADE,

@@ -10,8 +10,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import timedelta
 from decimal import Decimal
 
-from verification.model import EXACT, Transfer, TransferKey
 from vip.config import CircularFlowConfig, WashTradeConfig
+from vip.verification.model import EXACT, Transfer, TransferKey
 
 # At most this many of one counterparty's transfers are examined from one starting transfer.
 MAX_WASH_SPAN = 200

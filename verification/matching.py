@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
-from verification.model import (
+from vip.config import MatchingConfig
+from vip.verification.model import (
     CIRCULAR_FLOW,
     EXACT,
     INCOME_MISMATCH,
@@ -26,7 +27,6 @@ from verification.model import (
     Transfer,
     TransferKey,
 )
-from vip.config import MatchingConfig
 
 CONFIDENCE_ORDER = ("exact", "close", "approximate")
 FRACTION_PLACES = Decimal("0.000001")

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from verification.classify import classify
-from verification.fraud import TransferGraph, find_circular_flows, find_wash_trades
-from verification.matching import PeriodResult, match_income
-from verification.model import (
+from vip.config import VerificationConfig
+from vip.verification.classify import classify
+from vip.verification.fraud import TransferGraph, find_circular_flows, find_wash_trades
+from vip.verification.matching import PeriodResult, match_income
+from vip.verification.model import (
     CIRCULAR_FLOW,
     FRAUD_TYPES,
     INSUFFICIENT_HISTORY,
@@ -22,8 +23,7 @@ from verification.model import (
     Transfer,
     TransferKey,
 )
-from verification.profile import Figures, figures, usd
-from vip.config import VerificationConfig
+from vip.verification.profile import Figures, figures, usd
 
 MAX_REPORTED_FLAGS = 200  # the VIP lists at most this many flagged transfers (all are labelled)
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 
-from verification.matching import PeriodResult
-from verification.model import EXACT
+from vip.verification.matching import PeriodResult
+from vip.verification.model import EXACT
 
 RATE_PLACES = Decimal("0.0001")
 USD_PLACES = Decimal("0.000001")

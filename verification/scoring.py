@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
-from verification.cashflow import Obligation
-from verification.model import EXACT
 from vip.config import ScoringConfig
+from vip.verification.cashflow import Obligation
+from vip.verification.model import EXACT
 
 WEIGHTS = {"consistency": Decimal("0.40"), "volume": Decimal("0.25"), "liquidity_buffer": Decimal("0.20"),
            "leverage": Decimal("0.15")}

@@ -7,11 +7,11 @@ from typing import Any
 from aiohttp import web
 from pydantic import Field, field_validator
 
-from api import keys
-from api.context import ENGINE, KEY_CACHE, principal, requires
-from api.errors import NotFound
-from api.jsonio import iso, json_response
-from api.validation import Body, read_body
+from vip.accounts import keys
+from vip.api.context import ENGINE, KEY_CACHE, principal, requires
+from vip.api.jsonio import iso, json_response
+from vip.api.validation import Body, read_body
+from vip.errors import NotFound
 
 routes = web.RouteTableDef()
 

@@ -9,13 +9,13 @@ from pydantic import Field
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from api.context import CLOCK, ENGINE, principal, requires
-from api.errors import NotFound
-from api.jsonio import json_response
-from api.routes.users import load_user
-from api.serializers import connection_json
-from api.validation import Query, read_query
-from vip.store import platform_tokens
+from vip.accounts.users import load_user
+from vip.api.context import CLOCK, ENGINE, principal, requires
+from vip.api.jsonio import json_response
+from vip.api.serializers import connection_json
+from vip.api.validation import Query, read_query
+from vip.connections import platform_tokens
+from vip.errors import NotFound
 from vip.store.outbox import record_event
 from vip.store.tables import connections, watched_addresses
 

@@ -8,12 +8,12 @@ from typing import Annotated
 from aiohttp import web
 from pydantic import Field, WithJsonSchema, model_validator
 
-from api.context import SETTINGS, requires
-from api.errors import ChainUnavailable, Unprocessable, ValidationFailed
-from api.jsonio import iso, json_response
-from api.validation import Body, read_body
-from indexer.rpc import RpcError
-from vip.devstack import time_travel
+from vip.api.context import SETTINGS, requires
+from vip.api.jsonio import iso, json_response
+from vip.api.validation import Body, read_body
+from vip.chain import time_travel
+from vip.chain.rpc import RpcError
+from vip.errors import ChainUnavailable, Unprocessable, ValidationFailed
 
 routes = web.RouteTableDef()
 MOMENT = {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "integer", "minimum": 0},

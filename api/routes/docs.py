@@ -9,9 +9,9 @@ from typing import Any
 
 from aiohttp import web
 
-from api.context import SETTINGS, public
-from api.jsonio import json_response
-from api.openapi import document
+from vip.api.context import SETTINGS, public
+from vip.api.jsonio import json_response
+from vip.api.openapi import document
 
 routes = web.RouteTableDef()
 

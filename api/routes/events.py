@@ -11,11 +11,11 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import Field
 
-from api.context import ENGINE, principal, requires
-from api.errors import NotFound, Unprocessable, ValidationFailed
-from api.jsonio import iso, json_response
-from api.routes.webhooks import WALL
-from api.validation import Query, read_query
+from vip.api.context import ENGINE, principal, requires
+from vip.api.jsonio import iso, json_response
+from vip.api.routes.webhooks import WALL
+from vip.api.validation import Query, read_query
+from vip.errors import NotFound, Unprocessable, ValidationFailed
 from vip.store.outbox import envelope
 from vip.webhooks import events
 

@@ -15,18 +15,18 @@ from pydantic import Field, field_validator
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from api.context import CLOCK, ENGINE, SETTINGS, principal, requires
-from api.errors import ApiError, Conflict, NotFound, Unprocessable, ValidationFailed
-from api.jsonio import json_response
-from api.routes.users import load_user
-from api.validation import Body, read_body
-from indexer.charges import ChargeExecutor
-from indexer.rpc import RpcClient
-from indexer.store import add_watched_address
+from vip.accounts.users import load_user
+from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
+from vip.api.jsonio import json_response
+from vip.api.validation import Body, read_body
 from vip.chain.operator import OperatorKeyMissing, load_operator
+from vip.chain.rpc import RpcClient
 from vip.config import NetworkConfig, Settings
+from vip.errors import ApiError, Conflict, NotFound, Unprocessable, ValidationFailed
 from vip.ids import new_id
+from vip.indexer.store import add_watched_address
 from vip.payments import rules, store
+from vip.payments.charges import ChargeExecutor
 from vip.store.tables import connections, organisations, token_approvals
 
 log = structlog.get_logger(__name__)

@@ -32,10 +32,13 @@ from sqlalchemy import delete, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from api.context import CLOCK, ENGINE, HTTP, SETTINGS, principal, public, requires
-from api.errors import Conflict, ValidationFailed
-from api.jsonio import iso, json_response
-from api.platform_oauth import (
+from vip.accounts.users import load_user
+from vip.api.context import CLOCK, ENGINE, HTTP, SETTINGS, principal, public, requires
+from vip.api.jsonio import iso, json_response
+from vip.api.serializers import connection_json
+from vip.api.validation import Body, Query, read_body, read_query
+from vip.connections import platform_tokens
+from vip.connections.platform_oauth import (
     CALLBACK_PATH,
     PLATFORMS,
     STATE_RETENTION,
@@ -56,12 +59,9 @@ from api.platform_oauth import (
     state_id_of,
     sync_failed,
 )
-from api.routes.users import load_user
-from api.serializers import connection_json
-from api.validation import Body, Query, read_body, read_query
+from vip.errors import Conflict, ValidationFailed
 from vip.ids import new_id
 from vip.platforms import PLATFORM_ID
-from vip.store import platform_tokens
 from vip.store.outbox import record_event
 from vip.store.tables import connections, income_records, oauth_states
 from vip.token_cipher import TokenCipher

@@ -30,11 +30,13 @@ from typing import Literal
 from aiohttp import web
 from pydantic import Field, field_validator
 
-from api.context import ENGINE, SETTINGS, principal, requires
-from api.errors import NotFound, ValidationFailed
-from api.jsonio import json_response
-from api.routes.users import load_user
-from api.transactions_query import (
+from vip.accounts.users import load_user
+from vip.api.context import ENGINE, SETTINGS, principal, requires
+from vip.api.jsonio import json_response
+from vip.api.validation import Query, read_query
+from vip.errors import NotFound, ValidationFailed
+from vip.store.engine import autocommit_connection
+from vip.transactions.query import (
     FILTERED_CLASSES,
     Filters,
     Position,
@@ -44,8 +46,6 @@ from api.transactions_query import (
     transactions_json,
     transactions_query,
 )
-from api.validation import Query, read_query
-from vip.store.engine import autocommit_connection
 
 routes = web.RouteTableDef()
 

@@ -22,14 +22,14 @@ from aiohttp import web
 from pydantic import Field, field_validator
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from api.context import CLOCK, ENGINE, SETTINGS, principal, requires
-from api.errors import NotFound, Unprocessable
-from api.jsonio import json_response
-from api.platform_refresh import repull_platforms, store_repulled
-from api.routes.users import load_user
-from api.validation import Query, read_query
-from vip.store import risk_scores, vip_reports
-from vip.store.verification_inputs import active_wallets, has_active_platform
+from vip.accounts.users import load_user
+from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
+from vip.api.jsonio import json_response
+from vip.api.validation import Query, read_query
+from vip.connections.platform_refresh import repull_platforms, store_repulled
+from vip.errors import NotFound, Unprocessable
+from vip.reports import risk_scores, vip_reports
+from vip.reports.inputs import active_wallets, has_active_platform
 
 routes = web.RouteTableDef()
 

@@ -14,17 +14,17 @@ from sqlalchemy import delete, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from api.context import CLOCK, ENGINE, SETTINGS, principal, requires
-from api.errors import ValidationFailed
-from api.jsonio import iso, json_response
-from api.routes.connections import lock_wallet_address
-from api.routes.users import load_user
-from api.serializers import connection_json
-from api.siwe_auth import MAX_MESSAGE_CHARS, parse_message, refused, verify_message
-from api.validation import Body, read_body
-from indexer.store import add_watched_address
+from vip.accounts.users import load_user
+from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
+from vip.api.jsonio import iso, json_response
+from vip.api.routes.connections import lock_wallet_address
+from vip.api.serializers import connection_json
+from vip.api.validation import Body, read_body
 from vip.config import NetworkConfig, Settings
+from vip.connections.siwe import MAX_MESSAGE_CHARS, parse_message, refused, verify_message
+from vip.errors import ValidationFailed
 from vip.ids import new_id
+from vip.indexer.store import add_watched_address
 from vip.store.outbox import record_event
 from vip.store.tables import connections, wallet_nonces, wallets
 

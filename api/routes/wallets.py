@@ -19,15 +19,15 @@ from pydantic import Field
 from sqlalchemy import and_, func, select
 from sqlalchemy.sql import Select
 
-from api.context import ENGINE, SETTINGS, principal, requires
-from api.errors import ValidationFailed
-from api.jsonio import iso, json_response, token_units
-from api.routes.users import load_user
-from api.serializers import address_out
-from api.transactions_query import token_decimals
-from api.validation import Query, read_query
+from vip.accounts.users import load_user
+from vip.api.context import ENGINE, SETTINGS, principal, requires
+from vip.api.jsonio import iso, json_response, token_units
+from vip.api.serializers import address_out
+from vip.api.validation import Query, read_query
 from vip.config import Settings
+from vip.errors import ValidationFailed
 from vip.store.tables import address_balances, connections, token_transfers, wallets
+from vip.transactions.query import token_decimals
 
 routes = web.RouteTableDef()
 

@@ -9,11 +9,11 @@ from typing import Any
 from aiohttp import web
 from pydantic import Field, field_validator
 
-from api.context import ENGINE, SETTINGS, principal, requires
-from api.errors import NotFound, ValidationFailed
-from api.jsonio import iso, json_response
-from api.validation import Body, read_body
+from vip.api.context import ENGINE, SETTINGS, principal, requires
+from vip.api.jsonio import iso, json_response
+from vip.api.validation import Body, read_body
 from vip.clock import WallClock
+from vip.errors import NotFound, ValidationFailed
 from vip.webhooks import store
 from vip.webhooks.catalogue import ALL, normalise_event_types
 from vip.webhooks.urls import check_endpoint_url

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from aiohttp.test_utils import TestClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api import keys
+from vip.accounts import keys
 from vip.config import Settings
 
 ALL_SCOPES = ["read", "write", "disburse", "admin"]
@@ -46,8 +46,8 @@ async def checked_api(aiohttp_client, settings: Settings, database_url: str,
                       engine: AsyncEngine) -> AsyncIterator[ApiHarness]:
     """The real application on loopback with `settings`, on `database_url`; every response it gives is
     checked against its own OpenAPI document, and the test fails on any that breaks it."""
-    from api.app import create_app
     from tests.support.openapi_check import conformance_middleware
+    from vip.api.app import create_app
 
     app = create_app(settings, database_url)
     violations: list = []

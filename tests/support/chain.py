@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from eth_abi import encode
 from web3 import Web3
 
-from indexer.decode import parse_token_log
 from vip.chain.contracts import APPROVAL_TOPIC, TRANSFER_TOPIC
 from vip.config import IndexerConfig, NetworkConfig, RpcConfig, Settings, TokenConfig
 from vip.devstack.anvil import AnvilNode
 from vip.devstack.deploy import LocalContracts, deploy_local_contracts
+from vip.indexer.decode import parse_token_log
 
 _SELECTORS = {
     "transfer": bytes.fromhex("a9059cbb"),

@@ -10,7 +10,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from api.openapi import document
+from vip.api.openapi import document
 from vip.webhooks.catalogue import EVENT_TYPES
 
 RESOURCE_SCHEMAS = {

@@ -18,7 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from yarl import URL
 
-from api.jsonio import dumps
+from vip.api.jsonio import dumps
 
 
 @dataclass

@@ -12,9 +12,9 @@ from contextlib import asynccontextmanager
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from indexer.daemon import run_daemon
 from tests.support.chain import ChainDriver, LogRow
 from vip.config import Settings
+from vip.daemon import run_daemon
 from vip.store.tables import chain_cursors, token_approvals, token_transfers, watched_addresses
 
 

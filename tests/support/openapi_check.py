@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 from jsonschema import Draft202012Validator
 
-from api.openapi import document
+from vip.api.openapi import document
 
 Violation = tuple[str, str, int, str]
 

@@ -15,10 +15,10 @@ from eth_utils import function_signature_to_4byte_selector, to_checksum_address
 from pydantic import SecretStr
 from sqlalchemy import select
 
-from api.jsonio import dumps
 from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.wallets import connect
+from vip.api.jsonio import dumps
 from vip.chain.contracts import DISBURSED_TOPIC
 from vip.config import DisbursementConfig, Settings
 from vip.store.tables import outbox_events, payment_intents

@@ -14,10 +14,10 @@ from typing import Any
 from eth_account import Account
 from sqlalchemy import select
 
-from api.jsonio import dumps, loads
 from tests.support.api import ApiHarness
 from tests.support.chain import ChainDriver
 from tests.support.wallets import connect
+from vip.api.jsonio import dumps, loads
 from vip.store.tables import outbox_events, vip_reports
 
 USDC = 10**6

@@ -12,7 +12,7 @@ from aiohttp import web
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api import keys
+from vip.accounts import keys
 from vip.store.tables import webhook_deliveries
 from vip.webhooks import store
 

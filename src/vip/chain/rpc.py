@@ -1,0 +1,225 @@
+"""Async JSON-RPC client for one network: retries, backoff with jitter, adaptive rate, error taxonomy.
+
+We speak JSON-RPC over aiohttp directly rather than through web3's provider because the indexer needs
+the raw error bodies (a provider's "too many results, try [a, b]" hint, HTTP 429) and batch requests,
+and because it decodes logs itself into typed rows (`indexer.decode`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import aiohttp
+import orjson
+import structlog
+
+from vip import metrics
+from vip.chain.range_errors import is_range_too_large, suggested_range_size
+from vip.chain.throttle import AdaptiveRateLimiter, backoff_delay
+from vip.config import RpcConfig
+
+log = structlog.get_logger(__name__)
+
+
+class RpcError(Exception):
+    """An RPC call failed."""
+
+    kind = "error"
+
+    def __init__(self, method: str, message: str) -> None:
+        super().__init__(f"{method}: {message}")
+        self.method = method
+        self.message = message
+
+
+class TransientRpcError(RpcError):
+    """5xx, connection error, time-out, internal error: worth retrying."""
+
+    kind = "transient"
+
+
+class RateLimitedError(TransientRpcError):
+    kind = "rate_limited"
+
+
+class RpcTimeoutError(TransientRpcError):
+    kind = "timeout"
+
+
+class RangeTooLargeError(RpcError):
+    """eth_getLogs refused the range; `suggested_size` is the provider's hint, when it gave one."""
+
+    kind = "range_too_large"
+
+    def __init__(self, method: str, message: str, suggested_size: int | None) -> None:
+        super().__init__(method, message)
+        self.suggested_size = suggested_size
+
+
+class NodeBehindError(RpcError):
+    """The node has not reached a block we asked about (a lagging node behind a load balancer)."""
+
+    kind = "node_behind"
+
+
+class RpcCallError(RpcError):
+    """A JSON-RPC error that retrying will not fix (invalid params, unknown method)."""
+
+    kind = "call_error"
+
+
+_ids = itertools.count(1)
+_RATE_LIMIT_MARKERS = ("rate limit", "too many requests", "compute units", "capacity", "throttl")
+
+
+def _classify(method: str, params: list, error: dict) -> RpcError:
+    message = str(error.get("message", error))
+    code = error.get("code")
+    lowered = message.lower()
+    if "beyond current head" in lowered or "after last accepted block" in lowered:
+        return NodeBehindError(method, message)
+    # Rate limits first: their wording ("too many requests", "exceeded ... capacity") overlaps with
+    # range errors, and a throttle must slow us down rather than shrink the range.
+    if code == 429 or any(m in lowered for m in _RATE_LIMIT_MARKERS):
+        return RateLimitedError(method, message)
+    if method == "eth_getLogs" and (code == -32005 or is_range_too_large(message)):
+        start = params[0].get("fromBlock", "0x0") if params else "0x0"
+        return RangeTooLargeError(method, message, suggested_range_size(message, int(start, 16)))
+    if code in (-32600, -32601, -32602):
+        return RpcCallError(method, message)
+    return TransientRpcError(method, message)
+
+
+class RpcClient:
+    """JSON-RPC over HTTP for one network endpoint."""
+
+    def __init__(self, network: str, url: str, config: RpcConfig) -> None:
+        self.network = network
+        self.url = url
+        self.config = config
+        self.limiter = AdaptiveRateLimiter(config.max_requests_per_s, config.min_requests_per_s)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> RpcClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.config.timeout_s),
+                connector=aiohttp.TCPConnector(limit=16, force_close=False),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def _post(self, payload: Any, label: str) -> Any:
+        """One HTTP round trip; raises a classified error for HTTP/transport failures."""
+        await self.limiter.acquire()
+        metrics.RPC_REQUESTS.labels(self.network, label).inc()
+        started = time.perf_counter()
+        try:
+            async with self._http().post(
+                self.url, data=orjson.dumps(payload), headers={"Content-Type": "application/json"}
+            ) as resp:
+                body = await resp.read()
+                if resp.status == 429:
+                    raise RateLimitedError(label, f"HTTP 429 {body[:200]!r}")
+                if resp.status >= 400:
+                    raise TransientRpcError(label, f"HTTP {resp.status} {body[:200]!r}")
+                return orjson.loads(body)
+        except TimeoutError as exc:
+            raise RpcTimeoutError(label, f"timed out after {self.config.timeout_s}s") from exc
+        except (aiohttp.ClientError, orjson.JSONDecodeError) as exc:
+            raise TransientRpcError(label, f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            metrics.RPC_LATENCY.labels(self.network, label).observe(time.perf_counter() - started)
+
+    async def _with_retries(self, label: str, attempt_once, max_attempts: int | None):
+        attempts = max_attempts or self.config.max_attempts
+        for attempt in range(attempts):
+            try:
+                result = await attempt_once()
+            except RpcError as exc:
+                metrics.RPC_ERRORS.labels(self.network, label, exc.kind).inc()
+                if isinstance(exc, (RateLimitedError, RpcTimeoutError)):
+                    self.limiter.on_throttled()
+                if not isinstance(exc, TransientRpcError) or attempt + 1 >= attempts:
+                    raise
+                delay = backoff_delay(attempt, self.config.backoff_base_s, self.config.backoff_cap_s)
+                log.warning("rpc retry", network=self.network, method=label, attempt=attempt + 1,
+                            error=exc.message[:200], delay_s=round(delay, 3))
+                await asyncio.sleep(delay)
+            else:
+                self.limiter.on_success()
+                return result
+        raise AssertionError("unreachable")
+
+    async def call(self, method: str, params: list | None = None, *, max_attempts: int | None = None):
+        params = params or []
+
+        async def once():
+            reply = await self._post({"jsonrpc": "2.0", "id": next(_ids), "method": method,
+                                      "params": params}, method)
+            if "error" in reply:
+                raise _classify(method, params, reply["error"])
+            return reply.get("result")
+
+        return await self._with_retries(method, once, max_attempts)
+
+    async def batch(self, calls: list[tuple[str, list]], *, max_attempts: int | None = None) -> list:
+        """Several calls in one HTTP request; results in order. Any failed item fails the batch."""
+        if not calls:
+            return []
+        label = calls[0][0] if len({m for m, _ in calls}) == 1 else "batch"
+
+        async def once():
+            first = next(_ids)
+            payload = [{"jsonrpc": "2.0", "id": first + i, "method": m, "params": p}
+                       for i, (m, p) in enumerate(calls)]
+            for _ in range(len(calls) - 1):
+                next(_ids)
+            reply = await self._post(payload, label)
+            if not isinstance(reply, list):
+                error = reply.get("error", {"message": "batch answered with a single object"})
+                raise _classify(label, [], error)
+            by_id = {item.get("id"): item for item in reply}
+            results = []
+            for i, (method, params) in enumerate(calls):
+                item = by_id.get(first + i)
+                if item is None:
+                    raise TransientRpcError(label, "batch reply is missing an item")
+                if "error" in item:
+                    raise _classify(method, params, item["error"])
+                results.append(item.get("result"))
+            return results
+
+        return await self._with_retries(label, once, max_attempts)
+
+    # --- typed helpers ---------------------------------------------------------------------------
+
+    async def chain_id(self) -> int:
+        return int(await self.call("eth_chainId"), 16)
+
+    async def block_number(self) -> int:
+        return int(await self.call("eth_blockNumber"), 16)
+
+    async def get_blocks(self, numbers: list[int]) -> list[dict | None]:
+        """Blocks (without transactions) by number; None where the node has no such block."""
+        results: list[dict | None] = []
+        for chunk_start in range(0, len(numbers), 100):
+            chunk = numbers[chunk_start:chunk_start + 100]
+            results += await self.batch([("eth_getBlockByNumber", [hex(n), False]) for n in chunk])
+        return results
+
+    async def get_logs(self, filter_params: dict) -> list[dict]:
+        # Two attempts only: a persistent failure should shrink the range, which the caller does.
+        return await self.call("eth_getLogs", [filter_params], max_attempts=2)

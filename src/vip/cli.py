@@ -1,0 +1,282 @@
+"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, time-travel."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from vip.config import Settings, load_settings
+from vip.logging import configure_logging
+
+DEFAULT_DATA_DIR = Path(".vip-dev")  # in the working directory, like node_modules
+
+
+def database_url(settings: Settings) -> str:
+    """DATABASE_URL when set, else the embedded PostgreSQL in the default data directory."""
+    from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
+
+    if settings.database_url:
+        return to_sqlalchemy_url(settings.database_url)
+    return embedded_postgres_url(DEFAULT_DATA_DIR / "pg")
+
+
+def _run_until_signal(main) -> None:
+    async def runner() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await main(stop)
+
+    asyncio.run(runner())
+
+
+def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
+    from vip.store.engine import migrate
+
+    migrate(database_url(settings))
+    print("database schema is up to date")
+    return 0
+
+
+def cmd_revision(settings: Settings, args: argparse.Namespace) -> int:
+    from alembic import command
+
+    from vip.store.engine import alembic_config, migrate
+
+    url = database_url(settings)
+    migrate(url)  # autogenerate compares the models with an up-to-date schema
+    command.revision(alembic_config(url), message=args.message, autogenerate=True)
+    return 0
+
+
+def cmd_index(settings: Settings, args: argparse.Namespace) -> int:
+    from vip.daemon import run_daemon
+    from vip.store.engine import migrate
+
+    url = database_url(settings)
+    migrate(url)
+    _run_until_signal(lambda stop: run_daemon(settings, url, stop, networks=args.network or None))
+    return 0
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from vip.api.app import create_app
+    from vip.store.engine import migrate
+
+    url = database_url(settings)
+    migrate(url)
+    web.run_app(create_app(settings, url), host=args.host or settings.api.host,
+                port=args.port or settings.api.port, access_log=None, print=None)
+    return 0
+
+
+def cmd_dev(_: Settings, args: argparse.Namespace) -> int:
+    from vip.devstack.dev import run_dev
+
+    return run_dev(Path(args.data_dir), Path(args.state_file) if args.state_file else None,
+                   args.anvil_port, args.api_port, args.metrics_port, demo=not args.no_demo)
+
+
+def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
+    from vip.indexer import store
+    from vip.store.engine import create_engine
+
+    start_time = datetime.fromisoformat(args.start_time) if args.start_time else None
+
+    async def main() -> None:
+        engine = create_engine(database_url(settings))
+        async with engine.begin() as conn:
+            added = await store.add_watched_address(conn, args.network, args.address, args.reason,
+                                                    start_block=args.start_block, start_time=start_time)
+        await engine.dispose()
+        print("watching" if added else "already watched", args.address, "on", args.network)
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
+    from vip.accounts import keys
+    from vip.store.engine import create_engine
+
+    async def main() -> int:
+        engine = create_engine(database_url(settings))
+        try:
+            async with engine.begin() as conn:
+                org_id = await keys.ensure_organisation(conn, args.org)
+                if args.keys_command == "create":
+                    secret, info = await keys.create_key(conn, org_id, args.scopes.split(","),
+                                                         args.description)
+                    print(f"created {info.id} for {args.org} with scopes {','.join(info.scopes)}")
+                    print(f"secret (shown once, store it now): {secret}")
+                elif args.keys_command == "list":
+                    for info in await keys.list_keys(conn, org_id):
+                        status = "revoked" if info.revoked_at else "active"
+                        used = f"{info.last_used_at:%Y-%m-%d %H:%M}" if info.last_used_at else "never"
+                        print(f"{info.id}  {info.prefix}...  {','.join(info.scopes):<26} {status:<8} "
+                              f"created {info.created_at:%Y-%m-%d %H:%M}  last used {used}")
+                else:
+                    if await keys.revoke_key(conn, org_id, args.key_id) is None:
+                        print(f"no key {args.key_id} in {args.org}", file=sys.stderr)
+                        return 1
+                    print(f"revoked {args.key_id}")
+        except ValueError as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
+        finally:
+            await engine.dispose()
+        return 0
+
+    return asyncio.run(main())
+
+
+# --- webhooks (issue 6) ---
+def cmd_webhooks(settings: Settings, args: argparse.Namespace) -> int:
+    from vip.webhooks.cli import run_webhooks_command
+
+    return asyncio.run(run_webhooks_command(settings, database_url(settings), args))
+
+
+def cmd_status(settings: Settings, _: argparse.Namespace) -> int:
+    from sqlalchemy import func, select
+
+    from vip.store.engine import create_engine
+    from vip.store.tables import chain_cursors, chain_reorgs, watched_addresses
+
+    async def main() -> None:
+        engine = create_engine(database_url(settings))
+        async with engine.connect() as conn:
+            cursors = (await conn.execute(select(chain_cursors))).all()
+            reorgs = dict((await conn.execute(select(chain_reorgs.c.network, func.count())
+                                              .group_by(chain_reorgs.c.network))).all())
+            watched = dict((await conn.execute(select(watched_addresses.c.network, func.count())
+                                               .group_by(watched_addresses.c.network))).all())
+        await engine.dispose()
+        for c in cursors:
+            print(f"{c.network:10} chain {c.chain_id:>8}  block {c.block_number:>10}  "
+                  f"watched {watched.get(c.network, 0):>6}  reorgs {reorgs.get(c.network, 0):>4}")
+
+    asyncio.run(main())
+    return 0
+
+
+# --- dev: integrators' test clock ----------------------------------------------------------------------
+def _unix_time(text: str) -> int:
+    """Unix seconds, or an ISO 8601 time (UTC when it names no zone)."""
+    if text.isdigit():
+        return int(text)
+    moment = datetime.fromisoformat(text)
+    return int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp())
+
+
+def cmd_time_travel(settings: Settings, args: argparse.Namespace) -> int:
+    from vip.chain import time_travel
+    from vip.chain.rpc import RpcError
+
+    dev_networks = Path(args.data_dir) / "networks.local.toml"  # written by a running `vip dev`
+    if args.network not in settings.networks and dev_networks.exists():
+        settings = load_settings(extra_files=[dev_networks])
+    try:
+        network = time_travel.local_network(settings, args.network)
+        moved = asyncio.run(time_travel.travel(
+            network, settings.rpc, seconds=args.seconds, blocks=args.blocks,
+            to_timestamp=_unix_time(args.to_timestamp) if args.to_timestamp else None))
+    except (time_travel.TimeTravelRefused, time_travel.NotForward, ValueError) as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except RpcError as exc:
+        print(f"the RPC of {args.network} failed: {exc}", file=sys.stderr)
+        return 1
+    before, after = moved.before, moved.after
+    print(f"{moved.network}: block {before.number} -> {after.number}, "
+          f"{before.time:%Y-%m-%dT%H:%M:%SZ} -> {after.time:%Y-%m-%dT%H:%M:%SZ} "
+          f"(+{after.timestamp - before.timestamp} s)")
+    return 0
+
+
+def add_time_travel_parser(sub) -> None:
+    travel = sub.add_parser("time-travel", help="move a local chain's time forward and mine blocks")
+    travel.add_argument("--network", default="local", help="a network marked local = true (default: local)")
+    when = travel.add_mutually_exclusive_group()
+    when.add_argument("--seconds", type=int, help="stamp the first new block this long after the head")
+    when.add_argument("--to-timestamp", help="stamp the first new block at this time (ISO 8601 or Unix)")
+    travel.add_argument("--blocks", type=int, default=1, help="blocks to mine (default 1)")
+    travel.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR),
+                        help="a running `vip dev`'s data directory, whose local network is used")
+    travel.set_defaults(func=cmd_time_travel)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vip", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser("dev", help="run the whole stack locally (Postgres, Anvil, contracts, indexer, API)")
+    dev.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR))
+    dev.add_argument("--state-file", help="write base URL, key and network details here once ready")
+    dev.add_argument("--anvil-port", type=int, default=8545)
+    dev.add_argument("--api-port", type=int, default=8080)
+    dev.add_argument("--metrics-port", type=int, default=9464)
+    dev.add_argument("--no-demo", action="store_true",
+                     help="skip seeding the demo borrowers (the pytest plugin's stacks start without them)")
+    dev.set_defaults(func=cmd_dev)
+
+    index = sub.add_parser("index", help="run the indexer daemon")
+    index.add_argument("--network", action="append", help="only this network (repeatable)")
+    index.set_defaults(func=cmd_index)
+
+    serve = sub.add_parser("serve", help="run the HTTP API")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(func=cmd_serve)
+
+    sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
+    revision = sub.add_parser("revision", help="write a migration from changes in vip/store/tables.py")
+    revision.add_argument("-m", "--message", required=True)
+    revision.set_defaults(func=cmd_revision)
+    sub.add_parser("status", help="show indexer cursors, watch sets and reorgs").set_defaults(func=cmd_status)
+
+    keys_parser = sub.add_parser("keys", help="create, list and revoke API keys of an organisation")
+    keys_sub = keys_parser.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", help="create a key (the organisation is created if new)")
+    create.add_argument("--org", required=True)
+    create.add_argument("--scopes", default="read,write", help="comma-separated: read,write,disburse,admin")
+    create.add_argument("--description")
+    listing = keys_sub.add_parser("list", help="list an organisation's keys (prefix, scopes, dates)")
+    listing.add_argument("--org", required=True)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key")
+    revoke.add_argument("key_id")
+    revoke.add_argument("--org", required=True)
+    keys_parser.set_defaults(func=cmd_keys)
+
+    from vip.webhooks.cli import add_webhooks_parser  # webhooks (issue 6)
+
+    add_webhooks_parser(sub).set_defaults(func=cmd_webhooks)
+
+    watch = sub.add_parser("watch", help="add an address to a network's watch set (backfilled)")
+    watch.add_argument("network")
+    watch.add_argument("address")
+    watch.add_argument("--reason", default="wallet", choices=["wallet", "counterparty", "spender"])
+    start = watch.add_mutually_exclusive_group()
+    start.add_argument("--start-block", type=int)
+    start.add_argument("--start-time", help="ISO 8601; the first block at or after it is found by bisection")
+    watch.set_defaults(func=cmd_watch)
+    add_time_travel_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = load_settings()
+    configure_logging(settings.log_format)
+    return args.func(settings, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+"""Typed settings, loaded once at start from `config/*.toml`, overlay files and the environment.
+
+Nothing else in the code base reads environment variables: the CLI calls `load_settings()` and passes
+the result (or the parts of it a component needs) down.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from decimal import Decimal
+from pathlib import Path
+from typing import Literal
+
+from eth_utils import to_checksum_address
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from vip.resources import default_config_dir
+from vip.token_cipher import decode_key
+
+DEFAULT_CONFIG_DIR = default_config_dir()
+# Files under config/ with typed loaders of their own (vip.platforms), not part of Settings.
+SEPARATE_CONFIG_FILES = frozenset({"platforms.toml"})
+
+# Environment variables the service reads (all of them, in one place).
+ENV_DATABASE_URL = "DATABASE_URL"
+ENV_CONFIG_FILES = "VIP_CONFIG"  # extra TOML files (os.pathsep-separated) overlaid on config/
+ENV_LOG_FORMAT = "VIP_LOG_FORMAT"  # "console" or "json"
+ENV_STATE_SECRET = "VIP_STATE_SECRET"  # signs OAuth state values
+# Disbursement operator key: the key itself, or a keystore file (path in config) and its password.
+ENV_OPERATOR_KEY = "VIP_OPERATOR_KEY"
+ENV_OPERATOR_KEYSTORE_PASSWORD = "VIP_OPERATOR_KEYSTORE_PASSWORD"
+ENV_TOKEN_KEY = "VIP_TOKEN_KEY"  # encrypts platforms' OAuth tokens at rest (platform tokens)
+ENV_ANVIL_BIN = "VIP_ANVIL_BIN"  # the local chain's binary (`vip dev` and the test plugin only)
+
+
+def anvil_override(environ: Mapping[str, str] | None = None) -> str | None:
+    """The Anvil binary named in the environment, if any."""
+    return (os.environ if environ is None else environ).get(ENV_ANVIL_BIN) or None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TokenConfig(_Strict):
+    address: str
+    decimals: int = 6
+
+    @field_validator("address")
+    @classmethod
+    def _checksum(cls, value: str) -> str:
+        return to_checksum_address(value)
+
+
+class NetworkConfig(_Strict):
+    name: str = ""
+    chain_id: int
+    # Either the URL itself (local networks written by `vip dev`) or the variable that holds it.
+    rpc_url: str | None = None
+    rpc_url_env: str | None = None
+    local: bool = False
+    tokens: dict[str, TokenConfig]
+    disbursement_contract: str | None = None
+    finality_depth: int = Field(ge=0)
+    poll_interval_s: float = Field(default=2.0, gt=0)
+    max_block_range: int = Field(default=2000, ge=1)
+    initial_block_range: int = Field(default=100, ge=1)
+    mode: Literal["watched", "all"] = "watched"
+    start_block: int = Field(default=0, ge=0)
+
+    @field_validator("disbursement_contract")
+    @classmethod
+    def _checksum_contract(cls, value: str | None) -> str | None:
+        return to_checksum_address(value) if value else None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.rpc_url)
+
+    def token_by_address(self) -> dict[str, str]:
+        """Lower-case token contract address -> symbol."""
+        return {t.address.lower(): symbol for symbol, t in self.tokens.items()}
+
+
+class RateLimitConfig(_Strict):
+    """Requests per minute (the spec's table)."""
+
+    vip_report_per_user: int = Field(default=10, ge=1)
+    risk_score_per_user: int = Field(default=20, ge=1)
+    transactions_per_key: int = Field(default=60, ge=1)
+    default_per_key: int = Field(default=120, ge=1)
+
+
+DEV_TOKEN_KEY = "ZGV2LW9ubHktdG9rZW4ta2V5LWRvLW5vdC11c2UhISE="  # b"dev-only-token-key-do-not-use!!!"
+
+
+class ApiConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = 8080
+    public_base_url: str = "http://127.0.0.1:8080"
+    rate_limits: RateLimitConfig = RateLimitConfig()
+    # Signs OAuth `state` values. Set it in production (VIP_STATE_SECRET); dev and tests use a fixed one.
+    state_secret: str = "dev-only-state-secret"
+    # How long an API process trusts a key it has checked (revocations elsewhere take up to this long).
+    key_cache_s: float = Field(default=5.0, ge=0)
+    # Platform tokens: encrypts the platforms' OAuth tokens at rest (AES-256-GCM), URL-safe base64 of 32
+    # bytes. Set it in production (VIP_TOKEN_KEY); dev and tests use this fixed, public one.
+    token_key: SecretStr = SecretStr(DEV_TOKEN_KEY)
+
+    @field_validator("token_key")
+    @classmethod
+    def _token_key_is_32_bytes(cls, value: SecretStr) -> SecretStr:
+        decode_key(value.get_secret_value())
+        return value
+
+
+class DaemonConfig(_Strict):
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9464
+
+
+class RpcConfig(_Strict):
+    timeout_s: float = Field(default=20.0, gt=0)
+    max_attempts: int = Field(default=8, ge=1)
+    backoff_base_s: float = Field(default=0.2, ge=0)
+    backoff_cap_s: float = Field(default=10.0, ge=0)
+    max_requests_per_s: float = Field(default=50.0, gt=0)
+    min_requests_per_s: float = Field(default=1.0, gt=0)
+    max_addresses_per_filter: int = Field(default=500, ge=1)
+
+
+class IndexerConfig(_Strict):
+    lag_grace_s: float = Field(default=10.0, ge=0)
+    max_logs_per_batch: int = Field(default=20000, ge=1)
+
+
+# --- disbursement ---------------------------------------------------------------------------------------
+
+class DisbursementConfig(_Strict):
+    """Payment intents and charges. The operator key comes from $VIP_OPERATOR_KEY or from a keystore
+    file (`operator_keystore`) with its password in $VIP_OPERATOR_KEYSTORE_PASSWORD; both are SecretStr
+    so they never appear in a repr or a log."""
+
+    intent_ttl_s: int = Field(default=1800, ge=60)
+    max_amount_usd: Decimal = Field(default=Decimal(1_000_000), gt=0)
+    # POST /v1/charges waits this long for the receipt, then answers 202 and the daemon finishes.
+    charge_wait_s: float = Field(default=20.0, ge=0)
+    # A broadcast transaction neither mined nor known to the node after this long is replaced (same nonce).
+    replace_after_s: float = Field(default=60.0, gt=0)
+    # A transaction the node forgot this soon after broadcast may not have reached the node we asked
+    # (load balancers); it is replaced only after this grace.
+    drop_grace_s: float = Field(default=2.0, ge=0)
+    # Replacement fees: at least this many percent above the previous attempt (nodes demand >= 10).
+    fee_bump_percent: int = Field(default=25, ge=10)
+    # Cap on maxFeePerGas, in gwei: a fee spike leaves the charge pending rather than overpaying.
+    max_fee_gwei: Decimal = Field(default=Decimal(500), gt=0)
+    # The executor's lease on a charge; another process takes the charge over after it lapses.
+    lease_s: float = Field(default=60.0, gt=0)
+    poll_interval_s: float = Field(default=2.0, gt=0)
+    operator_private_key: SecretStr | None = None
+    operator_keystore: str | None = None
+    operator_keystore_password: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _lease_outlives_the_wait(self) -> DisbursementConfig:
+        # The API holds a charge's lease while it waits; a shorter lease would let a daemon start on it.
+        if self.lease_s <= self.charge_wait_s:
+            raise ValueError("lease_s must be longer than charge_wait_s")
+        return self
+# --- webhooks (issue 6) ---
+class WebhookConfig(_Strict):
+    """Delivery of events to lenders' endpoints. The retry schedule is the spec's (vip.webhooks.schedule)."""
+
+    # Plain http:// endpoint URLs are accepted only when true (local development); https otherwise.
+    allow_http: bool = False
+    # One attempt's time-out, connect to last byte of the answer; longer counts as a failed attempt.
+    timeout_s: float = Field(default=10.0, gt=0)
+    # After a rotation the previous secret keeps signing (a second signature header) this long.
+    rotation_overlap_s: float = Field(default=86400.0, ge=0)
+    # How often an idle worker looks for new events and due deliveries.
+    poll_interval_s: float = Field(default=0.2, gt=0)
+    # Deliveries a worker holds (running or queued), and concurrent attempts per endpoint (so one slow
+    # endpoint cannot take every slot).
+    max_in_flight: int = Field(default=64, ge=1)
+    max_in_flight_per_endpoint: int = Field(default=4, ge=1)
+    # Events fanned out into deliveries per transaction.
+    fanout_batch: int = Field(default=500, ge=1)
+    # A leased delivery is due again this long after 4 time-outs (the most a worker queues it) if its
+    # worker died.
+    lease_margin_s: float = Field(default=60.0, gt=0)
+
+
+class Settings(_Strict):
+    database_url: str | None = None
+    log_format: Literal["console", "json"] = "console"
+    api: ApiConfig = ApiConfig()
+    daemon: DaemonConfig = DaemonConfig()
+    rpc: RpcConfig = RpcConfig()
+    indexer: IndexerConfig = IndexerConfig()
+    networks: dict[str, NetworkConfig] = {}
+    disbursement: DisbursementConfig = DisbursementConfig()
+    verification: VerificationConfig = Field(default_factory=lambda: VerificationConfig())
+    webhooks: WebhookConfig = WebhookConfig()
+
+    @model_validator(mode="after")
+    def _name_networks(self) -> Settings:
+        for name, network in self.networks.items():
+            if network.name != name:
+                object.__setattr__(network, "name", name)
+        return self
+
+    def enabled_networks(self) -> list[NetworkConfig]:
+        return [n for n in self.networks.values() if n.enabled]
+
+    def network(self, name: str) -> NetworkConfig:
+        return self.networks[name]
+
+
+def deep_merge(base: dict, overlay: Mapping) -> dict:
+    merged = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_toml(path: Path) -> dict:
+    with path.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def load_settings(
+    config_dir: Path = DEFAULT_CONFIG_DIR,
+    extra_files: list[Path] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Read `config_dir/*.toml`, then overlay files (from `extra_files` and `$VIP_CONFIG`), then env."""
+    env = os.environ if environ is None else environ
+    raw: dict = {}
+    for path in sorted(config_dir.glob("*.toml")):
+        if path.name not in SEPARATE_CONFIG_FILES:
+            raw = deep_merge(raw, _read_toml(path))
+    overlays = list(extra_files or [])
+    overlays += [Path(p) for p in env.get(ENV_CONFIG_FILES, "").split(os.pathsep) if p]
+    for path in overlays:
+        raw = deep_merge(raw, _read_toml(path))
+
+    for network in raw.get("networks", {}).values():
+        var = network.get("rpc_url_env")
+        if var and not network.get("rpc_url") and env.get(var):
+            network["rpc_url"] = env[var]
+    if env.get(ENV_DATABASE_URL):
+        raw["database_url"] = env[ENV_DATABASE_URL]
+    if env.get(ENV_LOG_FORMAT):
+        raw["log_format"] = env[ENV_LOG_FORMAT]
+    if env.get(ENV_STATE_SECRET):
+        raw.setdefault("api", {})["state_secret"] = env[ENV_STATE_SECRET]
+    if env.get(ENV_TOKEN_KEY):
+        raw.setdefault("api", {})["token_key"] = env[ENV_TOKEN_KEY]
+    if env.get(ENV_OPERATOR_KEY):
+        raw.setdefault("disbursement", {})["operator_private_key"] = env[ENV_OPERATOR_KEY]
+    if env.get(ENV_OPERATOR_KEYSTORE_PASSWORD):
+        raw.setdefault("disbursement", {})["operator_keystore_password"] = env[ENV_OPERATOR_KEYSTORE_PASSWORD]
+    return Settings.model_validate(raw)
+
+
+# --- verification (classification, fraud rules, matching, risk score) -----------------------------------
+# Every threshold of docs/verification.md, read from config/verification.toml. Fractions are Decimals
+# (exact: amounts are never compared through a float).
+
+
+class WashTradeConfig(_Strict):
+    window_days: int = Field(default=7, ge=1)
+    # Net position with the counterparty over the window at most this fraction of the mean trade size.
+    max_net_fraction: Decimal = Field(default=Decimal("0.10"), ge=0, le=1)
+
+
+class CircularFlowConfig(_Strict):
+    window_days: int = Field(default=7, ge=1)
+    max_intermediaries: int = Field(default=3, ge=1, le=3)
+    # Each hop carries the first hop's amount within this fraction (fees, small skims).
+    amount_tolerance: Decimal = Field(default=Decimal("0.05"), ge=0, le=1)
+    # At most this many onward transfers are followed from each address (bounds the search).
+    max_fanout: int = Field(default=20, ge=1)
+    # At most this many counterparties of a wallet have their transfers fetched before verification.
+    max_counterparties: int = Field(default=200, ge=1)
+    # Verification waits at most this long for the counterparties' backfills, then runs on what it has.
+    fetch_wait_s: float = Field(default=120.0, ge=0)
+
+
+class MatchingConfig(_Strict):
+    # A payout dated D is looked for in on-chain inflows between D - days_before and D + days_after.
+    days_before: int = Field(default=2, ge=0)
+    days_after: int = Field(default=5, ge=0)
+    close_tolerance: Decimal = Field(default=Decimal("0.02"), ge=0, le=1)
+    approximate_tolerance: Decimal = Field(default=Decimal("0.05"), ge=0, le=1)
+
+
+class IncomeTier(_Strict):
+    name: str
+    min_monthly_usd: Decimal = Field(ge=0)
+
+
+class ScoringConfig(_Strict):
+    approve_min: int = Field(default=700, ge=0, le=1000)
+    approve_with_conditions_min: int = Field(default=550, ge=0, le=1000)
+    refer_min: int = Field(default=400, ge=0, le=1000)
+    credit_limit_multiple: Decimal = Decimal("2.0")
+    # consistency = 1000 x (rate_weight x consistency_rate + streak_weight x longest_streak / requested)
+    consistency_rate_weight: Decimal = Decimal("0.7")
+    consistency_streak_weight: Decimal = Decimal("0.3")
+    # volume = 1000 x min(1, monthly income / this)
+    volume_full_score_usd: Decimal = Field(default=Decimal("10000"), gt=0)
+    income_tiers: tuple[IncomeTier, ...] = (
+        IncomeTier(name="low", min_monthly_usd=Decimal(0)),
+        IncomeTier(name="mid", min_monthly_usd=Decimal(2000)),
+        IncomeTier(name="high", min_monthly_usd=Decimal(8000)),
+    )
+    # liquidity = 1000 x min(1, average USDC balance / (monthly income x this))
+    liquidity_full_score_income_multiple: Decimal = Field(default=Decimal("3"), gt=0)
+    # leverage = 1000 x max(0, 1 - dti / this)
+    leverage_zero_score_dti: Decimal = Field(default=Decimal("0.6"), gt=0)
+    # Outbound payments to one counterparty in at least this many months, amounts within the tolerance
+    # of their median, are a recurring obligation.
+    recurring_min_months: int = Field(default=3, ge=2)
+    recurring_amount_tolerance: Decimal = Field(default=Decimal("0.10"), ge=0, le=1)
+    # Pillars scoring below this are named in adverse action reasons (weakest first, at most four).
+    adverse_reason_below: int = Field(default=700, ge=0, le=1000)
+
+
+class VerificationConfig(_Strict):
+    wash_trade: WashTradeConfig = WashTradeConfig()
+    circular_flow: CircularFlowConfig = CircularFlowConfig()
+    matching: MatchingConfig = MatchingConfig()
+    scoring: ScoringConfig = ScoringConfig()
+    # A VIP answers from cache for this long per user and lookback.
+    cache_hours: int = Field(default=24, ge=0)
+    # Verified monthly income moving more than this fraction against the previous VIP fires an event.
+    income_change_threshold: Decimal = Decimal("0.10")
+    # Per network: lower-case addresses of known DEX routers and pools, and of lending protocols.
+    dex_addresses: dict[str, tuple[str, ...]] = {}
+    lending_addresses: dict[str, tuple[str, ...]] = {}
+    # Job worker: poll interval when idle, and a failed generation's retry delay before it is `error`.
+    job_idle_s: float = Field(default=1.0, gt=0)
+    max_attempts: int = Field(default=3, ge=1)
+
+    @field_validator("dex_addresses", "lending_addresses")
+    @classmethod
+    def _lower(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        return {net: tuple(a.lower() for a in addrs) for net, addrs in value.items()}
+
+
+Settings.model_rebuild()  # `verification` refers to the classes above

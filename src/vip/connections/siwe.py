@@ -1,0 +1,100 @@
+"""Sign-In with Ethereum (EIP-4361) checks for wallet connections, on top of the `siwe` library.
+
+The library parses the message and checks domain, chain id, expiry and the signature (EOA recovery, or
+ERC-1271 / ERC-6492 through a web3 provider). It does not track nonces: the caller does that against
+`wallet_nonces`, in the transaction that creates the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta
+from typing import Any
+
+import requests
+import siwe
+from pydantic import ValidationError
+from web3 import HTTPProvider, Web3
+from web3.exceptions import Web3Exception
+
+from vip.errors import ChainUnavailable, Unprocessable, ValidationFailed
+
+# Clients stamp Issued At with their own clock; allow that much drift ahead of the service clock.
+ISSUED_AT_SKEW = timedelta(minutes=5)
+MAX_MESSAGE_CHARS = 8192
+
+_REFUSALS: dict[type[siwe.VerificationError], tuple[str, str]] = {
+    siwe.DomainMismatch: ("ERR_DOMAIN_MISMATCH", "the message's domain is not this service's"),
+    siwe.SchemeMismatch: ("ERR_DOMAIN_MISMATCH", "the message's scheme is not this service's"),
+    siwe.ChainIdMismatch: ("ERR_CHAIN_ID_MISMATCH", "the message's chain id is not the network's"),
+    siwe.ExpiredMessage: ("ERR_MESSAGE_EXPIRED", "the message's expiration time has passed"),
+    siwe.NotYetValidMessage: ("ERR_MESSAGE_NOT_YET_VALID", "the message's not-before time is still ahead"),
+    siwe.InvalidSignature: ("ERR_INVALID_SIGNATURE", "the signature is not the address's signature of "
+                                                     "the message"),
+}
+
+
+def refused(code: str, message: str, details: dict[str, Any] | None = None) -> Unprocessable:
+    return Unprocessable(message, details, code=code)
+
+
+def parse_message(text: str) -> siwe.SiweMessage:
+    """The EIP-4361 message, or a 400 saying what is wrong with it."""
+    try:
+        return siwe.SiweMessage.from_message(text)
+    except ValidationError as exc:  # the grammar matched, a field's value did not
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        reason = f"{field}: {err['msg'].removeprefix('Value error, ')}"
+        raise ValidationFailed("the message is not a valid EIP-4361 message", {"message": reason}) from exc
+    except ValueError as exc:
+        raise ValidationFailed("the message is not a valid EIP-4361 message",
+                               {"message": "does not follow the EIP-4361 grammar"}) from exc
+
+
+def issued_at(message: siwe.SiweMessage) -> datetime:
+    return datetime.fromisoformat(str(message.issued_at))
+
+
+async def verify_message(message: siwe.SiweMessage, signature: str, *, address: str, domain: str,
+                         scheme: str, chain_id: int, now: datetime, rpc_url: str | None,
+                         rpc_timeout_s: float) -> None:
+    """Every check but the nonce's; raises a 422 with a specific code on the first failure."""
+    if message.address.lower() != address.lower():
+        raise refused("ERR_ADDRESS_MISMATCH", "the message is signed in for another address",
+                      {"address": address, "message_address": message.address})
+    if issued_at(message) > now + ISSUED_AT_SKEW:
+        raise refused("ERR_MESSAGE_NOT_YET_VALID", "the message's issued-at time is in the future",
+                      {"issued_at": str(message.issued_at)})
+    # Recovery is CPU work and the contract-wallet path is blocking HTTP: keep both off the event loop.
+    await asyncio.to_thread(_verify_sync, message, signature, domain=domain, scheme=scheme,
+                            chain_id=chain_id, now=now, rpc_url=rpc_url, rpc_timeout_s=rpc_timeout_s)
+
+
+def _verify_sync(message: siwe.SiweMessage, signature: str, *, domain: str, scheme: str, chain_id: int,
+                 now: datetime, rpc_url: str | None, rpc_timeout_s: float) -> None:
+    checks = {"domain": domain, "chain_id": chain_id, "timestamp": now,
+              # The scheme line is optional in EIP-4361; when present it must be ours.
+              "scheme": scheme if message.scheme is not None else None}
+    try:
+        try:
+            # EOA first: no RPC at all for the common case.
+            message.verify(signature, **checks)
+        except siwe.InvalidSignature:
+            if rpc_url is None:
+                raise
+            # No provider-level retries: a hung node would hold the request for several time-outs; the
+            # client retries the sign-in instead.
+            provider = HTTPProvider(rpc_url, request_kwargs={"timeout": rpc_timeout_s},
+                                    exception_retry_configuration=None)
+            # A contract wallet (code at the address) or a counterfactual one (ERC-6492 wrapper) signs
+            # through the chain; anything else stays a wrong signature.
+            if not (siwe.is_eip6492_signature(signature)
+                    or Web3(provider).eth.get_code(Web3.to_checksum_address(message.address))):
+                raise
+            message.verify(signature, provider=provider, **checks)
+    except siwe.VerificationError as exc:
+        code, text = _REFUSALS.get(type(exc), ("ERR_INVALID_SIGNATURE", "the sign-in could not be verified"))
+        raise refused(code, text) from exc
+    except (requests.RequestException, Web3Exception) as exc:
+        raise ChainUnavailable("the network's RPC did not answer; retry shortly") from exc

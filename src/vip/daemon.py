@@ -1,0 +1,112 @@
+"""`vip index`: one follower and one backfiller per enabled network in one process, the webhook delivery
+worker, plus /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from vip.chain.rpc import RpcClient
+from vip.clock import ChainClock, WallClock, clock_for
+from vip.config import NetworkConfig, Settings
+from vip.indexer.backfill import Backfiller
+from vip.indexer.balances import BalanceRefresher
+from vip.indexer.fetcher import LogFetcher
+from vip.indexer.follower import Follower
+from vip.indexer.ranges import AdaptiveRange
+from vip.payments.worker import payment_tasks
+from vip.platforms import load_platforms
+from vip.reports.worker import VipReportJob  # verification: VIP generation job
+from vip.store.engine import create_engine
+from vip.webhooks.delivery import DeliveryWorker
+
+log = structlog.get_logger(__name__)
+
+
+def build_network_tasks(settings: Settings, network: NetworkConfig, engine, rpc: RpcClient):
+    """The follower and backfiller of one network (each with its own adaptive range)."""
+    def fetcher() -> LogFetcher:
+        sizer = AdaptiveRange(network.initial_block_range, network.max_block_range)
+        return LogFetcher(rpc, network, settings.rpc.max_addresses_per_filter, sizer,
+                          settings.indexer.max_logs_per_batch)
+
+    return (Follower(network, engine, rpc, fetcher(), settings.indexer),
+            Backfiller(network, engine, fetcher()))
+
+
+def tune_runtime() -> None:
+    """Large ranges decode on a worker thread while the event loop feeds PostgreSQL the previous one. A
+    short GIL switch interval keeps the loop's I/O turns prompt (the default 5 ms delays each)."""
+    sys.setswitchinterval(0.0005)
+
+
+async def _metrics_handler(_: web.Request) -> web.Response:
+    return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _health_handler(_: web.Request) -> web.Response:
+    return web.json_response({"status": "ok", "role": "indexer"})
+
+
+async def start_metrics_server(host: str, port: int) -> web.AppRunner:
+    app = web.Application()
+    app.router.add_get("/metrics", _metrics_handler)
+    app.router.add_get("/healthz", _health_handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
+
+
+async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
+                     networks: list[str] | None = None, serve_metrics: bool = True) -> None:
+    """Run until `stop` is set. Each network is independent: one failing RPC stalls only itself."""
+    tune_runtime()
+    chosen = [n for n in settings.enabled_networks() if networks is None or n.name in networks]
+    if not chosen:
+        log.warning("no network to index: set an RPC URL (see docs/operations.md)")
+    engine = create_engine(database_url, pool_size=4 + 2 * len(chosen))
+    runner = None
+    if serve_metrics:
+        runner = await start_metrics_server(settings.daemon.metrics_host, settings.daemon.metrics_port)
+        log.info("metrics listening", url=f"http://{settings.daemon.metrics_host}:"
+                                          f"{settings.daemon.metrics_port}/metrics")
+    rpcs = [RpcClient(n.name, n.rpc_url, settings.rpc) for n in chosen]  # type: ignore[arg-type]
+    tasks = []
+    for network, rpc in zip(chosen, rpcs, strict=True):
+        follower, backfiller = build_network_tasks(settings, network, engine, rpc)
+        tasks.append(asyncio.create_task(follower.run(stop), name=f"follow-{network.name}"))
+        tasks.append(asyncio.create_task(backfiller.run(stop), name=f"backfill-{network.name}"))
+        tasks.append(asyncio.create_task(BalanceRefresher(network, engine, rpc).run(stop),
+                                         name=f"balances-{network.name}"))
+        log.info("following network", network=network.name, chain_id=network.chain_id, mode=network.mode,
+                 finality_depth=network.finality_depth)
+    # Disbursement: approval confirmation, intent expiry, charge completion.
+    clock = clock_for(settings)
+    tasks += payment_tasks(settings, engine, {n.name: r for n, r in zip(chosen, rpcs, strict=True)}, clock,
+                           stop)
+    # Verification: the VIP generation job (not bound to a network; several daemons share its rows).
+    vip_job = VipReportJob(settings, engine, clock, load_platforms())
+    tasks.append(asyncio.create_task(vip_job.run(stop), name="vip-report-job"))
+    # Webhooks (issue 6): the retry schedule runs on the wall clock (receivers recover in real time, not in
+    # chain time). The worker stops on `stop` by itself, letting attempts under way finish.
+    worker = DeliveryWorker(engine, WallClock(), settings.webhooks)
+    webhooks = asyncio.create_task(worker.run(stop), name="webhooks")
+    try:
+        await stop.wait()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if isinstance(clock, ChainClock):
+            await clock.close()
+        await asyncio.gather(webhooks, return_exceptions=True)
+        for rpc in rpcs:
+            await rpc.close()
+        if runner is not None:
+            await runner.cleanup()
+        await engine.dispose()

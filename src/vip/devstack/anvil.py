@@ -1,0 +1,153 @@
+"""Start and stop a local Anvil node (from the pinned npm package) and wait until it answers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eth_account import Account
+
+from vip.config import anvil_override
+
+# The npm package @foundry-rs/anvil ships the binary in a per-platform package.
+NPM_ANVIL_GLOB = "@foundry-rs/anvil-*/bin/anvil"
+ANVIL_HELP = ("Anvil not found: install it with `npm install @foundry-rs/anvil@1.7.1` (in this folder or a "
+              "parent), put `anvil` on PATH, or set VIP_ANVIL_BIN to its path")
+# Anvil's well-known dev mnemonic; its accounts are public test keys, never real funds.
+DEV_MNEMONIC = "test test test test test test test test test test test junk"
+DEV_ACCOUNT_COUNT = 10
+
+
+def _derive_dev_keys(count: int) -> tuple[str, ...]:
+    Account.enable_unaudited_hdwallet_features()
+    return tuple(
+        "0x" + Account.from_mnemonic(DEV_MNEMONIC, account_path=f"m/44'/60'/0'/0/{i}").key.hex()
+        for i in range(count)
+    )
+
+
+DEV_PRIVATE_KEYS = _derive_dev_keys(DEV_ACCOUNT_COUNT)
+
+
+class AnvilNotFound(FileNotFoundError):
+    """No Anvil binary anywhere we look; the message says how to get one."""
+
+
+def anvil_binary(start: Path | None = None) -> Path:
+    """Anvil, looked for in order: $VIP_ANVIL_BIN, `anvil` on PATH, then `node_modules` in `start` (the
+    working directory) or its nearest parent that has one, as npm itself resolves packages."""
+    override = anvil_override()
+    if override:
+        if not Path(override).is_file():
+            raise AnvilNotFound(f"VIP_ANVIL_BIN={override} is not a file. {ANVIL_HELP}")
+        return Path(override)
+    on_path = shutil.which("anvil")
+    if on_path:
+        return Path(on_path)
+    folder = (start or Path.cwd()).resolve()
+    for candidate in (folder, *folder.parents):
+        found = sorted((candidate / "node_modules").glob(NPM_ANVIL_GLOB))
+        if found:
+            return found[0]
+    raise AnvilNotFound(ANVIL_HELP)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rpc_call(url: str, method: str, params: list | None = None, timeout: float = 10.0):
+    """A blocking JSON-RPC call, for tooling and tests (the indexer has its own async client)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params or []}).encode()
+    req = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        reply = json.loads(resp.read())
+    if "error" in reply:
+        raise RuntimeError(f"{method} failed: {reply['error']}")
+    return reply["result"]
+
+
+@dataclass
+class AnvilNode:
+    """A running Anvil process."""
+
+    chain_id: int
+    port: int
+    process: subprocess.Popen
+    log_path: Path | None = None
+    private_keys: tuple[str, ...] = field(default=DEV_PRIVATE_KEYS)
+
+    @property
+    def rpc_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def call(self, method: str, params: list | None = None):
+        return rpc_call(self.rpc_url, method, params)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_anvil(
+    chain_id: int = 31337,
+    port: int | None = None,
+    genesis_timestamp: int | None = None,
+    state_path: Path | None = None,
+    log_path: Path | None = None,
+    extra_args: list[str] | None = None,
+    ready_timeout_s: float = 30.0,
+) -> AnvilNode:
+    """Start Anvil (automine) and block until it answers `eth_chainId`."""
+    port = port or free_port()
+    args = [
+        str(anvil_binary()),
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--chain-id", str(chain_id),
+        "--mnemonic", DEV_MNEMONIC,
+        "--accounts", str(len(DEV_PRIVATE_KEYS)),
+        "--balance", "1000000",
+    ]
+    if genesis_timestamp is not None:
+        args += ["--timestamp", str(genesis_timestamp)]
+    if state_path is not None:
+        args += ["--state", str(state_path), "--state-interval", "30"]
+    args += extra_args or []
+    out = log_path.open("ab") if log_path else subprocess.DEVNULL
+    process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    node = AnvilNode(chain_id=chain_id, port=port, process=process, log_path=log_path)
+    deadline = time.monotonic() + ready_timeout_s
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"Anvil exited with code {process.returncode} (args: {args})")
+        try:
+            if int(node.call("eth_chainId"), 16) == chain_id:
+                return node
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            node.kill()
+            raise TimeoutError(f"Anvil on port {port} did not answer within {ready_timeout_s}s")
+        time.sleep(0.05)

@@ -1,0 +1,253 @@
+"""`vip dev`: the whole stack on one machine: embedded PostgreSQL, Anvil, contracts, indexer, API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from eth_account import Account
+from web3 import Web3
+
+from vip.accounts import keys
+from vip.client import VipClient
+from vip.config import ENV_CONFIG_FILES, ENV_DATABASE_URL, ENV_OPERATOR_KEY, load_settings
+from vip.devstack.anvil import AnvilNode, start_anvil
+from vip.devstack.console import vip_console_script
+from vip.devstack.demo import demo_calls, demo_outcome, seed_demo
+from vip.devstack.deploy import LocalContracts, deploy_local_contracts
+from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
+from vip.store.engine import create_engine, migrate
+
+LOCAL_NETWORK = "local"
+DEV_ORGANISATION = "demo"
+LOCAL_CHAIN_ID = 31337
+GENESIS_AGE = timedelta(days=395)  # about 13 months: a year of history fits before "now"
+
+
+@dataclass(frozen=True)
+class DevKeys:
+    deployer: str  # also the token minter
+    operator: str  # calls Disbursement.disburse
+
+
+def dev_keys(node: AnvilNode) -> DevKeys:
+    return DevKeys(deployer=node.private_keys[0], operator=node.private_keys[1])
+
+
+def local_network_toml(node: AnvilNode, contracts: LocalContracts, finality_depth: int = 3) -> str:
+    return f"""# Written by `vip dev`; overlaid on config/ through ${ENV_CONFIG_FILES}.
+[networks.{LOCAL_NETWORK}]
+chain_id = {node.chain_id}
+rpc_url = "{node.rpc_url}"
+local = true
+finality_depth = {finality_depth}
+poll_interval_s = 0.5
+max_block_range = 5000
+mode = "watched"
+start_block = 0
+disbursement_contract = "{contracts.disbursement}"
+
+[networks.{LOCAL_NETWORK}.tokens.USDC]
+address = "{contracts.usdc}"
+decimals = 6
+
+[networks.{LOCAL_NETWORK}.tokens.USDT]
+address = "{contracts.usdt}"
+decimals = 6
+"""
+
+
+def _has_code(w3: Web3, address: str) -> bool:
+    return len(w3.eth.get_code(Web3.to_checksum_address(address))) > 0
+
+
+def ensure_contracts(node: AnvilNode, data_dir: Path) -> LocalContracts:
+    """Reuse the contracts of a previous run when the (restored) chain still has them; else deploy."""
+    saved = data_dir / "contracts.json"
+    w3 = Web3(Web3.HTTPProvider(node.rpc_url, request_kwargs={"timeout": 30}))
+    if saved.exists():
+        contracts = LocalContracts(**json.loads(saved.read_text()))
+        if all(_has_code(w3, a) for a in (contracts.usdc, contracts.usdt, contracts.disbursement)):
+            return contracts
+    keys = dev_keys(node)
+    deployer = Account.from_key(keys.deployer).address
+    operator = Account.from_key(keys.operator).address
+    contracts = deploy_local_contracts(w3, keys.deployer, operator, deployer)
+    saved.write_text(json.dumps(contracts.__dict__, indent=2) + "\n")
+    return contracts
+
+
+def dev_api_key(database_url: str, saved: Path) -> str:
+    """The demo organisation's all-scopes key: the one saved by a previous run while it still works,
+    else a new one. NOTE: kept in plain text in the dev data directory only; production keys are shown
+    once and stored as hashes."""
+    previous = saved.read_text().strip() if saved.exists() else None
+
+    async def find_or_create() -> str:
+        engine = create_engine(database_url, pool_size=1)
+        try:
+            async with engine.begin() as conn:
+                if previous and await keys.authenticate(conn, previous):
+                    return previous
+                org_id = await keys.ensure_organisation(conn, DEV_ORGANISATION)
+                secret, _ = await keys.create_key(conn, org_id, list(keys.SCOPES), "vip dev")
+                return secret
+        finally:
+            await engine.dispose()
+
+    secret = asyncio.run(find_or_create())
+    if secret != previous:
+        saved.write_text(secret + "\n")
+        saved.chmod(0o600)
+    return secret
+
+
+def wait_http(url: str, timeout_s: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process for {url} exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{url} did not answer within {timeout_s}s")
+        time.sleep(0.1)
+
+
+def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: int,
+            metrics_port: int, demo: bool = True) -> int:
+    """Start everything, print where it is, block until Ctrl-C, then stop everything cleanly."""
+    data_dir = data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env_url = os.environ.get(ENV_DATABASE_URL)
+    database_url = to_sqlalchemy_url(env_url) if env_url else embedded_postgres_url(data_dir / "pg")
+    migrate(database_url)
+
+    genesis = int((datetime.now(UTC) - GENESIS_AGE).timestamp())
+    node = start_anvil(chain_id=LOCAL_CHAIN_ID, port=anvil_port, genesis_timestamp=genesis,
+                       state_path=data_dir / "anvil-state.json", log_path=data_dir / "anvil.log")
+    children: list[subprocess.Popen] = []
+    try:
+        contracts = ensure_contracts(node, data_dir)
+        local_config = data_dir / "networks.local.toml"
+        local_config.write_text(local_network_toml(node, contracts))
+        overlay = data_dir / "service.local.toml"
+        base_url = f"http://127.0.0.1:{api_port}"
+        overlay.write_text(f'[api]\nport = {api_port}\npublic_base_url = "{base_url}"\n\n'
+                           f'[daemon]\nmetrics_port = {metrics_port}\n\n[webhooks]\nallow_http = true\n')
+        env = dict(os.environ)
+        env[ENV_DATABASE_URL] = database_url
+        env[ENV_CONFIG_FILES] = os.pathsep.join([str(local_config), str(overlay)])
+        # The contract's operator: a funded Anvil dev account, handed to the children in their environment.
+        env.setdefault(ENV_OPERATOR_KEY, dev_keys(node).operator)
+        settings = load_settings(environ=env)
+        vip = [vip_console_script()]
+        logs = data_dir / "logs"
+        logs.mkdir(exist_ok=True)
+        for role in ("index", "serve"):
+            out = (logs / f"{role}.log").open("ab")
+            children.append(subprocess.Popen([*vip, role], env=env, stdout=out,
+                                             stderr=subprocess.STDOUT))
+        wait_http(f"http://127.0.0.1:{metrics_port}/healthz", 60, children[0])
+        wait_http(f"{base_url}/healthz", 60, children[1])
+        api_key = dev_api_key(database_url, data_dir / "dev-api-key")
+
+        network = settings.network(LOCAL_NETWORK)
+        borrowers = []
+        if demo:
+            print("seeding the demo borrowers (six months of salary on chain, platform records)...",
+                  flush=True)
+            borrowers = seed_demo(VipClient(base_url, api_key), node.rpc_url, contracts.usdc,
+                                  dev_keys(node).deployer, data_dir)
+        state = {
+            "base_url": base_url,
+            "api_key": api_key,
+            "database_url": database_url,
+            "metrics_url": f"http://127.0.0.1:{metrics_port}/metrics",
+            "networks": {LOCAL_NETWORK: {
+                "rpc_url": node.rpc_url,
+                "chain_id": node.chain_id,
+                "tokens": {s: t.address for s, t in network.tokens.items()},
+                "disbursement_contract": contracts.disbursement,
+                "minter_private_key": dev_keys(node).deployer,
+            }},
+            "demo_borrowers": [b.__dict__ for b in borrowers],
+        }
+        if state_file is not None:
+            state_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = state_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(state, indent=2) + "\n")
+            tmp.replace(state_file)  # readers never see a half-written file
+        genesis_day = f"{datetime.fromtimestamp(genesis, UTC):%Y-%m-%d}"
+        print(f"""vip dev is running (Ctrl-C stops everything)
+  database   {'DATABASE_URL' if env_url else 'embedded PostgreSQL in ' + str(data_dir / 'pg')}
+  anvil      {node.rpc_url} (chain id {node.chain_id}, genesis {genesis_day})
+  USDC       {contracts.usdc}
+  USDT       {contracts.usdt}
+  contract   {contracts.disbursement} (Disbursement)
+  indexer    metrics http://127.0.0.1:{metrics_port}/metrics, log {logs / 'index.log'}
+  api        {base_url}/v1/health, log {logs / 'serve.log'}
+  api key    {api_key} (organisation "{DEV_ORGANISATION}", all scopes)
+  state      {state_file or '(pass --state-file PATH to write one)'}""", flush=True)
+        for borrower in borrowers:
+            print(f"\ndemo borrower {borrower.name} ({borrower.user_id}, wallet {borrower.wallet}):"
+                  f" {borrower.story}")
+            for line in demo_calls(base_url, api_key, borrower):
+                print("  " + line)
+        sys.stdout.flush()
+        stop = _StopSignal()
+        if borrowers:
+            print("\nwhat a lender sees (the daemon makes each VIP in the background):", flush=True)
+        for borrower in borrowers:
+            for line in demo_outcome(VipClient(base_url, api_key), borrower, stopped=stop.is_set):
+                print(f"  {borrower.name}: {line}", flush=True)
+        _wait_for_signal(children, stop)
+        return 0
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        node.stop()  # SIGTERM: Anvil writes its state for the next run
+
+
+class _StopSignal:
+    """Ctrl-C (SIGINT) or SIGTERM, noted from the moment the stack is up, so every wait can end cleanly."""
+
+    def __init__(self) -> None:
+        self.flag = False
+        signal.signal(signal.SIGINT, self._note)
+        signal.signal(signal.SIGTERM, self._note)
+
+    def _note(self, signum, frame) -> None:
+        self.flag = True
+
+    def is_set(self) -> bool:
+        return self.flag
+
+
+def _wait_for_signal(children: list[subprocess.Popen], stop: _StopSignal) -> None:
+    while not stop.is_set():
+        for child in children:
+            if child.poll() is not None:
+                print(f"a child process exited with code {child.returncode}; stopping", file=sys.stderr)
+                return
+        time.sleep(0.2)
+    print("stopping...", flush=True)

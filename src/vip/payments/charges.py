@@ -1,0 +1,169 @@
+"""Drives a pending charge to `succeeded` or `failed`: one pass of sign, broadcast, reconcile or replace,
+then a wait for the receipt. Used by POST /v1/charges (with a wait) and by the daemon's completion job
+(without); the caller holds the charge's lease, so one executor works a charge at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+
+import structlog
+from eth_account.signers.local import LocalAccount
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from vip import metrics
+from vip.chain.rpc import RpcClient, RpcError
+from vip.clock import Clock
+from vip.config import Settings
+from vip.payments import store
+from vip.payments.disburser import Attempt, Disburser, DisburseRejected, Payout
+
+log = structlog.get_logger(__name__)
+
+RECEIPT_POLL_S = 0.1
+
+
+class ChargeExecutor:
+    def __init__(self, settings: Settings, engine: AsyncEngine, rpcs: dict[str, RpcClient],
+                 operator: LocalAccount, clock: Clock) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.rpcs = rpcs
+        self.operator = operator
+        self.clock = clock
+        self._disbursers: dict[str, Disburser] = {}
+
+    def disburser(self, network: str) -> Disburser:
+        if network not in self._disbursers:
+            self._disbursers[network] = Disburser(self.settings.network(network), self.rpcs[network],
+                                                  self.engine, self.operator, self.settings.disbursement)
+        return self._disbursers[network]
+
+    async def advance(self, charge_id: str, wait_s: float = 0.0) -> None:
+        """One pass over the charge, then wait up to `wait_s` for it to settle."""
+        async with self.engine.connect() as conn:
+            charge = await store.load_charge(conn, charge_id)
+            intent = await store.load_intent(conn, charge.payment_intent_id)
+        if charge.status != "pending":
+            return
+        disburser = self.disburser(charge.network)
+        payout = Payout(charge.id, intent.chain_intent_id, intent.token_address, intent.funding_wallet,
+                        intent.recipient_wallet, int(intent.amount))
+        bound = log.bind(network=charge.network, charge_id=charge.id, payment_intent_id=intent.id)
+        attempts = await disburser.attempts(charge.id)
+        if await self._settle_if_mined(disburser, charge, payout, attempts):
+            return
+        try:
+            if not attempts:
+                if await disburser.is_disbursed(payout.chain_intent_id):
+                    # Paid, yet we hold no record of it: only possible if someone else used the key.
+                    await self._settle_from_log(disburser, charge, payout)
+                    return
+                attempts = [await disburser.sign_new(payout)]
+                await disburser.broadcast(attempts[0])
+            elif attempts[-1].status == "signed":
+                # A crash came between recording and sending (or the node refused the fees).
+                replacement = await self._broadcast_recorded(disburser, payout, attempts[-1])
+                if replacement is not None:
+                    attempts.append(replacement)
+            elif attempts[-1].status == "broadcast":
+                replacement = await self._replace_if_lost(disburser, charge, payout, attempts)
+                if replacement is not None:
+                    attempts.append(replacement)
+        except DisburseRejected as exc:
+            if exc.already_disbursed:
+                await self._settle_from_log(disburser, charge, payout)
+            else:
+                bound.warning("disbursement rejected before sending", reason=exc.message[:300])
+                await self._finish(charge, succeeded=False, tx_hash=None,
+                                   failure_code="ERR_DISBURSEMENT_REJECTED",
+                                   failure_message=f"the disbursement contract refused the call: "
+                                                   f"{exc.message[:300]}")
+            return
+        deadline = time.monotonic() + wait_s
+        while True:
+            if await self._settle_if_mined(disburser, charge, payout, attempts):
+                return
+            if time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(RECEIPT_POLL_S)
+
+    async def _broadcast_recorded(self, disburser: Disburser, payout: Payout, attempt: Attempt
+                                  ) -> Attempt | None:
+        """Send a recorded transaction; one the node refuses for its fees (the base fee rose past its
+        cap while it waited) is replaced with the same nonce and current fees instead."""
+        try:
+            await disburser.broadcast(attempt)
+            return None
+        except RpcError as exc:
+            if not any(word in exc.message.lower() for word in ("fee", "underpriced")):
+                raise
+        replacement = await disburser.sign_replacement(payout, attempt)
+        await disburser.broadcast(replacement)
+        return replacement
+
+    async def _replace_if_lost(self, disburser: Disburser, charge, payout: Payout,
+                               attempts: list[Attempt]) -> Attempt | None:
+        latest = attempts[-1]
+        age = (datetime.now(UTC) - latest.broadcast_at).total_seconds() if latest.broadcast_at else 0.0
+        known = await disburser.known_to_node(latest.tx_hash)
+        if known and age < self.settings.disbursement.replace_after_s:
+            return None
+        if not known and age < self.settings.disbursement.drop_grace_s:
+            return None
+        if await disburser.nonce_at("latest") > latest.nonce:
+            # The nonce is used. If none of ours took it (checked again: it may have just been mined),
+            # another transaction of the key did, and ours can never be mined: sign afresh. The contract
+            # still refuses to pay the intent twice.
+            if await self._settle_if_mined(disburser, charge, payout, attempts):
+                return None
+            attempt = await disburser.sign_new(payout)
+        else:
+            attempt = await disburser.sign_replacement(payout, latest)
+        await disburser.broadcast(attempt)
+        return attempt
+
+    async def _settle_if_mined(self, disburser: Disburser, charge, payout: Payout,
+                               attempts: list[Attempt]) -> bool:
+        for attempt in attempts:
+            mined = await disburser.mined(attempt.tx_hash)
+            if mined is None:
+                continue
+            await disburser.mark_mined(mined)
+            if mined.succeeded:
+                await self._finish(charge, succeeded=True, tx_hash=mined.tx_hash,
+                                   executed_at=mined.block_time)
+            elif await disburser.is_disbursed(payout.chain_intent_id):
+                await self._settle_from_log(disburser, charge, payout)  # another attempt paid it
+            else:
+                await self._finish(charge, succeeded=False, tx_hash=mined.tx_hash,
+                                   failure_code="ERR_DISBURSEMENT_REVERTED",
+                                   failure_message=f"the disbursement transaction reverted in block "
+                                                   f"{mined.block_number} (allowance or balance too low?)")
+            return True
+        return False
+
+    async def _settle_from_log(self, disburser: Disburser, charge, payout: Payout) -> None:
+        tx_hash = await disburser.disbursed_log_tx(payout.chain_intent_id)
+        if tx_hash is None:
+            return  # the log is not visible yet; the next pass settles it
+        mined = await disburser.mined(tx_hash)
+        await self._finish(charge, succeeded=True, tx_hash=tx_hash,
+                           executed_at=mined.block_time if mined else None)
+
+    async def _finish(self, charge, *, succeeded: bool, tx_hash: str | None,
+                      executed_at: datetime | None = None, failure_code: str | None = None,
+                      failure_message: str | None = None) -> None:
+        now = await self.clock.now()
+        async with self.engine.begin() as conn:
+            done = await store.finish_charge(conn, charge.id, succeeded=succeeded, now=now, tx_hash=tx_hash,
+                                             executed_at=executed_at, failure_code=failure_code,
+                                             failure_message=failure_message)
+        if done is not None:
+            metrics.CHARGE_SECONDS.labels(charge.network).observe(
+                max(0.0, (datetime.now(UTC) - charge.requested_at).total_seconds()))
+            log.info("charge settled", network=charge.network, charge_id=charge.id, status=done.status,
+                     tx_hash=tx_hash, failure_code=failure_code)
+
+

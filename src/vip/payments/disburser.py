@@ -1,0 +1,244 @@
+"""Writes disburse() transactions for charges: EIP-1559 fees, nonces allocated in PostgreSQL, each signed
+transaction recorded before it is broadcast, receipts reconciled, dropped transactions replaced with the
+same nonce.
+
+Exactly once rests on three locks: one charge per intent (a unique column), one executor per charge at
+a time (a lease), and the contract itself, which refuses an intent id it has paid. A crash anywhere
+leaves either no record (nothing was sent) or a record of every transaction that may have been sent,
+so a restarted executor always finds what it did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import structlog
+from eth_abi import decode, encode
+from eth_account.signers.local import LocalAccount
+from eth_utils import function_signature_to_4byte_selector, to_checksum_address
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from vip.chain.contracts import DISBURSED_TOPIC
+from vip.chain.fees import Fees, bumped, fees_for
+from vip.chain.rpc import RpcClient, RpcError
+from vip.config import DisbursementConfig, NetworkConfig
+from vip.store.tables import disbursement_transactions, operator_nonces
+
+log = structlog.get_logger(__name__)
+
+DISBURSE_SELECTOR = function_signature_to_4byte_selector("disburse(bytes32,address,address,address,uint256)")
+DISBURSED_SELECTOR = function_signature_to_4byte_selector("disbursed(bytes32)")
+ALLOWANCE_SELECTOR = function_signature_to_4byte_selector("allowance(address,address)")
+GAS_HEADROOM_PERCENT = 25  # estimates are exact for the state they ran on; leave room for drift
+GWEI = 10**9
+_ALREADY_SENT = ("already known", "already imported", "known transaction", "nonce too low",
+                 "replacement transaction underpriced")
+
+
+class DisburseRejected(Exception):
+    """The node refused the call before anything was sent (a revert in estimation, say)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.already_disbursed = "AlreadyDisbursed" in message or "0x9dca1fad" in message
+
+
+@dataclass(frozen=True)
+class Payout:
+    """What one charge asks the contract to do."""
+
+    charge_id: str
+    chain_intent_id: str  # 0x bytes32
+    token: str
+    funding_wallet: str
+    recipient: str
+    amount: int
+
+
+@dataclass(frozen=True)
+class Attempt:
+    tx_hash: str
+    nonce: int
+    raw_tx: str
+    gas_limit: int
+    fees: Fees
+    status: str
+    broadcast_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Mined:
+    tx_hash: str
+    succeeded: bool
+    block_number: int
+    block_time: datetime
+
+
+def _attempt(row) -> Attempt:
+    return Attempt(row.tx_hash, row.nonce, row.raw_tx, row.gas_limit,
+                   Fees(int(row.max_fee_per_gas), int(row.max_priority_fee_per_gas)), row.status,
+                   row.broadcast_at)
+
+
+class Disburser:
+    """The operator's transactions on one network."""
+
+    def __init__(self, network: NetworkConfig, rpc: RpcClient, engine: AsyncEngine, operator: LocalAccount,
+                 config: DisbursementConfig) -> None:
+        if not network.disbursement_contract:
+            raise ValueError(f"network {network.name} has no disbursement contract")
+        self.network = network
+        self.rpc = rpc
+        self.engine = engine
+        self.operator = operator
+        self.sender = operator.address.lower()
+        self.contract = network.disbursement_contract
+        self.config = config
+        self.fee_cap = int(config.max_fee_gwei * GWEI)
+
+    # --- reads -----------------------------------------------------------------------------------------
+
+    async def attempts(self, charge_id: str) -> list[Attempt]:
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(disbursement_transactions).where(
+                disbursement_transactions.c.charge_id == charge_id)
+                .order_by(disbursement_transactions.c.created_at, disbursement_transactions.c.nonce))
+            return [_attempt(r) for r in rows]
+
+    async def is_disbursed(self, chain_intent_id: str) -> bool:
+        data = "0x" + (DISBURSED_SELECTOR + bytes.fromhex(chain_intent_id[2:])).hex()
+        result = await self.rpc.call("eth_call", [{"to": self.contract, "data": data}, "latest"])
+        return int(result, 16) != 0
+
+    async def disbursed_log_tx(self, chain_intent_id: str) -> str | None:
+        """The transaction that paid an intent, from the contract's Disbursed log."""
+        logs = await self.rpc.call("eth_getLogs", [{
+            "address": self.contract, "fromBlock": hex(self.network.start_block), "toBlock": "latest",
+            "topics": [DISBURSED_TOPIC, chain_intent_id]}])
+        live = [lg for lg in logs or [] if not lg.get("removed")]
+        return live[0]["transactionHash"].lower() if live else None
+
+    async def mined(self, tx_hash: str) -> Mined | None:
+        receipt = await self.rpc.call("eth_getTransactionReceipt", [tx_hash])
+        if not receipt or receipt.get("blockNumber") is None:
+            return None
+        number = int(receipt["blockNumber"], 16)
+        block = await self.rpc.call("eth_getBlockByNumber", [hex(number), False])
+        return Mined(tx_hash, int(receipt["status"], 16) == 1, number,
+                     datetime.fromtimestamp(int(block["timestamp"], 16), UTC))
+
+    async def known_to_node(self, tx_hash: str) -> bool:
+        return await self.rpc.call("eth_getTransactionByHash", [tx_hash]) is not None
+
+    async def nonce_at(self, tag: str) -> int:
+        return int(await self.rpc.call("eth_getTransactionCount", [self.operator.address, tag]), 16)
+
+    # --- writes ----------------------------------------------------------------------------------------
+
+    def _calldata(self, payout: Payout) -> str:
+        args = encode(["bytes32", "address", "address", "address", "uint256"], [
+            bytes.fromhex(payout.chain_intent_id[2:]), to_checksum_address(payout.token),
+            to_checksum_address(payout.funding_wallet), to_checksum_address(payout.recipient), payout.amount])
+        return "0x" + (DISBURSE_SELECTOR + args).hex()
+
+    async def market_fees(self) -> Fees:
+        block = await self.rpc.call("eth_getBlockByNumber", ["latest", False])
+        tip = int(await self.rpc.call("eth_maxPriorityFeePerGas"), 16)
+        return fees_for(int(block.get("baseFeePerGas") or "0x0", 16), tip, self.fee_cap)
+
+    async def estimate_gas(self, payout: Payout) -> int:
+        """Gas for disburse(), which also proves the call would succeed now (a revert raises)."""
+        try:
+            gas = await self.rpc.call("eth_estimateGas", [{
+                "from": self.operator.address, "to": self.contract, "data": self._calldata(payout)}],
+                max_attempts=1)
+        except RpcError as exc:
+            if "revert" in exc.message.lower():
+                raise DisburseRejected(exc.message) from exc
+            raise
+        return int(gas, 16) * (100 + GAS_HEADROOM_PERCENT) // 100
+
+    async def sign_new(self, payout: Payout) -> Attempt:
+        """Estimate, take the next nonce and sign; the signed transaction is recorded (status `signed`)
+        in the same transaction as the nonce is taken, before anyone can broadcast it."""
+        gas = await self.estimate_gas(payout)
+        fees = await self.market_fees()
+        pending = await self.nonce_at("pending")
+        async with self.engine.begin() as conn:
+            await conn.execute(pg_insert(operator_nonces).values(
+                network=self.network.name, sender=self.sender, next_nonce=pending).on_conflict_do_nothing())
+            stored = await conn.scalar(select(operator_nonces.c.next_nonce).where(
+                operator_nonces.c.network == self.network.name, operator_nonces.c.sender == self.sender,
+            ).with_for_update())
+            # The node's pending count wins when another tool used the key; ours wins over a node that
+            # forgot a transaction we signed but have not (re)broadcast yet.
+            nonce = max(stored, pending)
+            attempt = await self._record(conn, payout, nonce, gas, fees)
+            await conn.execute(update(operator_nonces).where(
+                operator_nonces.c.network == self.network.name, operator_nonces.c.sender == self.sender,
+            ).values(next_nonce=nonce + 1))
+        log.info("disbursement signed", network=self.network.name, charge_id=payout.charge_id,
+                 tx_hash=attempt.tx_hash, nonce=nonce)
+        return attempt
+
+    async def sign_replacement(self, payout: Payout, previous: Attempt) -> Attempt:
+        """The same call with the same nonce and higher fees: whichever of the two is mined, the other
+        can never be, so a replacement never pays twice."""
+        fees = bumped(previous.fees, await self.market_fees(), self.config.fee_bump_percent, self.fee_cap)
+        async with self.engine.begin() as conn:
+            attempt = await self._record(conn, payout, previous.nonce, previous.gas_limit, fees)
+            await conn.execute(update(disbursement_transactions).where(
+                disbursement_transactions.c.tx_hash == previous.tx_hash).values(status="replaced"))
+        log.warning("disbursement replaced", network=self.network.name, charge_id=payout.charge_id,
+                    previous=previous.tx_hash, tx_hash=attempt.tx_hash, nonce=previous.nonce)
+        return attempt
+
+    async def _record(self, conn, payout: Payout, nonce: int, gas: int, fees: Fees) -> Attempt:
+        tx = {
+            "type": 2, "chainId": self.network.chain_id, "nonce": nonce, "to": self.contract,
+            "value": 0, "data": self._calldata(payout), "gas": gas,
+            "maxFeePerGas": fees.max_fee_per_gas, "maxPriorityFeePerGas": fees.max_priority_fee_per_gas,
+        }
+        signed = self.operator.sign_transaction(tx)
+        tx_hash = "0x" + signed.hash.hex().removeprefix("0x")
+        raw = "0x" + signed.raw_transaction.hex().removeprefix("0x")
+        await conn.execute(disbursement_transactions.insert().values(
+            tx_hash=tx_hash, charge_id=payout.charge_id, network=self.network.name, sender=self.sender,
+            nonce=nonce, raw_tx=raw, gas_limit=gas, max_fee_per_gas=Decimal(fees.max_fee_per_gas),
+            max_priority_fee_per_gas=Decimal(fees.max_priority_fee_per_gas), status="signed"))
+        return Attempt(tx_hash, nonce, raw, gas, fees, "signed", None)
+
+    async def broadcast(self, attempt: Attempt) -> None:
+        """Send a recorded transaction; a node that already has it (or its nonce) is not an error: the
+        receipt decides."""
+        try:
+            await self.rpc.call("eth_sendRawTransaction", [attempt.raw_tx], max_attempts=3)
+        except RpcError as exc:
+            if not any(marker in exc.message.lower() for marker in _ALREADY_SENT):
+                raise
+            log.info("disbursement already with the node", network=self.network.name,
+                     tx_hash=attempt.tx_hash, reply=exc.message[:200])
+        async with self.engine.begin() as conn:
+            await conn.execute(update(disbursement_transactions).where(
+                disbursement_transactions.c.tx_hash == attempt.tx_hash,
+                disbursement_transactions.c.status == "signed",
+            ).values(status="broadcast", broadcast_at=func.now()))
+
+    async def mark_mined(self, mined: Mined) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(update(disbursement_transactions).where(
+                disbursement_transactions.c.tx_hash == mined.tx_hash).values(
+                status="mined" if mined.succeeded else "reverted", block_number=mined.block_number))
+
+
+async def allowance_at(rpc: RpcClient, token: str, owner: str, spender: str, block: int | str) -> int:
+    data = "0x" + (ALLOWANCE_SELECTOR + encode(["address", "address"], [
+        to_checksum_address(owner), to_checksum_address(spender)])).hex()
+    tag = hex(block) if isinstance(block, int) else block
+    result = await rpc.call("eth_call", [{"to": to_checksum_address(token), "data": data}, tag])
+    return decode(["uint256"], bytes.fromhex(result[2:]))[0]

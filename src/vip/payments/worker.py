@@ -1,0 +1,176 @@
+"""Daemon jobs of disbursement: confirm approvals from indexed Approval logs, expire intents nobody
+approved in time, and finish pending charges. Each is a `run_steps` worker; the rows are the jobs."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import structlog
+from sqlalchemy import and_, func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from vip import metrics
+from vip.chain.operator import OperatorKeyMissing, load_operator
+from vip.chain.rpc import RpcClient
+from vip.clock import Clock
+from vip.config import NetworkConfig, Settings
+from vip.indexer.loop import run_steps
+from vip.indexer.store import load_cursor
+from vip.payments import rules, store
+from vip.payments.charges import ChargeExecutor
+from vip.payments.disburser import allowance_at
+from vip.store.tables import payment_intents, token_approvals
+
+log = structlog.get_logger(__name__)
+
+CHARGES_PER_STEP = 20
+
+
+class ApprovalConfirmer:
+    """Confirms a network's waiting intents once a final Approval(owner=funding wallet, spender=contract)
+    is indexed and the on-chain allowance covers them (rules.confirmable)."""
+
+    def __init__(self, network: NetworkConfig, engine: AsyncEngine, rpc: RpcClient, clock: Clock) -> None:
+        self.network = network
+        self.engine = engine
+        self.rpc = rpc
+        self.clock = clock
+        self.log = log.bind(network=network.name, job="approval_confirmation")
+
+    async def step(self) -> bool:
+        now = await self.clock.now()
+        async with self.engine.connect() as conn:
+            cursor = await load_cursor(conn, self.network.name)
+            oldest = await store.oldest_pending_approval(conn, now)
+            metrics.JOB_OLDEST_PENDING.labels("approval_confirmation").set(
+                (now - oldest).total_seconds() if oldest else 0)
+            if cursor is None or oldest is None:
+                return False
+            groups = (await conn.execute(select(
+                payment_intents.c.token_address, payment_intents.c.funding_wallet,
+                payment_intents.c.contract_address).where(
+                payment_intents.c.network == self.network.name,
+                payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at > now,
+            ).distinct())).all()
+        final = cursor.block_number - self.network.finality_depth
+        confirmed = 0
+        for group in groups:
+            confirmed += await self._confirm_group(group.token_address, group.funding_wallet,
+                                                   group.contract_address, final, now)
+        return confirmed > 0
+
+    async def _confirm_group(self, token: str, owner: str, spender: str, final: int, now: datetime) -> int:
+        async with self.engine.connect() as conn:
+            approval = (await conn.execute(select(token_approvals.c.tx_hash, token_approvals.c.block_number)
+                        .where(token_approvals.c.network == self.network.name,
+                               token_approvals.c.token_address == token,
+                               token_approvals.c.owner_address == owner,
+                               token_approvals.c.spender_address == spender,
+                               token_approvals.c.block_number <= final)
+                        .order_by(token_approvals.c.block_number.desc(), token_approvals.c.log_index.desc())
+                        .limit(1))).first()
+        if approval is None or final < 0:
+            return 0
+        # The smaller of the final and the latest allowance: a later approve() that lowered it counts
+        # at once, one that raised it only once it is final too.
+        allowance = min(await allowance_at(self.rpc, token, owner, spender, final),
+                        await allowance_at(self.rpc, token, owner, spender, "latest"))
+        group = and_(payment_intents.c.network == self.network.name, payment_intents.c.token_address == token,
+                     payment_intents.c.funding_wallet == owner, payment_intents.c.contract_address == spender)
+        async with self.engine.begin() as conn:
+            # One confirmer per allowance at a time, across daemons.
+            await conn.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(
+                f"allowance:{self.network.name}:{token}:{owner}:{spender}", 0))))
+            reserved = await conn.scalar(select(func.coalesce(func.sum(payment_intents.c.amount), 0)).where(
+                group, payment_intents.c.status == rules.APPROVAL_CONFIRMED)) or 0
+            waiting = (await conn.execute(select(payment_intents.c.id, payment_intents.c.amount).where(
+                group, payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at > now,
+            ).order_by(payment_intents.c.seq))).all()
+            chosen = rules.confirmable(allowance, int(reserved),
+                                       [rules.Reservation(r.id, int(r.amount)) for r in waiting])
+            if not chosen:
+                return 0
+            count = await store.confirm_intents(conn, chosen, approval.tx_hash, now)
+        self.log.info("approvals confirmed", intents=count, approval_tx_hash=approval.tx_hash,
+                      allowance=allowance, funding_wallet=owner)
+        return count
+
+
+class IntentExpirer:
+    def __init__(self, engine: AsyncEngine, clock: Clock) -> None:
+        self.engine = engine
+        self.clock = clock
+
+    async def step(self) -> bool:
+        now = await self.clock.now()
+        async with self.engine.begin() as conn:
+            expired = await store.expire_due(conn, now)
+        if expired:
+            log.info("payment intents expired", count=expired, job="intent_expiry")
+        return expired > 0
+
+
+class ChargeCompleter:
+    """Takes pending charges whose lease lapsed (a crashed or timed-out API request, a transaction still
+    in flight) and advances each."""
+
+    def __init__(self, executor: ChargeExecutor, engine: AsyncEngine, poll_s: float, lease_s: float) -> None:
+        self.executor = executor
+        self.engine = engine
+        self.poll_s = poll_s
+        self.lease_s = lease_s
+
+    async def step(self) -> bool:
+        async with self.engine.begin() as conn:
+            oldest = await store.oldest_pending_charge(conn)
+            metrics.JOB_OLDEST_PENDING.labels("charge_completion").set(
+                (datetime.now(UTC) - oldest).total_seconds() if oldest else 0)
+            ids = await store.claim_due_charges(conn, self.lease_s, CHARGES_PER_STEP)
+        if not ids:
+            return False
+        await asyncio.gather(*(self._advance(charge_id) for charge_id in ids))
+        return True
+
+    async def _advance(self, charge_id: str) -> None:
+        try:
+            await self.executor.advance(charge_id)
+        except Exception:
+            log.exception("charge step failed", charge_id=charge_id, job="charge_completion")
+            metrics.JOB_ERRORS.labels("charge_completion", "advance").inc()
+        finally:
+            async with self.engine.begin() as conn:
+                await store.release_charge(conn, charge_id, self.poll_s)
+
+
+def payment_tasks(settings: Settings, engine: AsyncEngine, rpcs: dict[str, RpcClient], clock: Clock,
+                  stop: asyncio.Event) -> list[asyncio.Task]:
+    """The disbursement workers for the networks this daemon follows that have a disbursement contract."""
+    networks = [settings.network(name) for name in rpcs if settings.network(name).disbursement_contract]
+    if not networks:
+        return []
+    config = settings.disbursement
+    tasks = []
+    for network in networks:
+        confirmer = ApprovalConfirmer(network, engine, rpcs[network.name], clock)
+        tasks.append(asyncio.create_task(run_steps(
+            confirmer.step, stop, network=network.name, task="approval_confirmation",
+            idle_s=min(config.poll_interval_s, network.poll_interval_s), log=confirmer.log),
+            name=f"approvals-{network.name}"))
+    expirer = IntentExpirer(engine, clock)
+    tasks.append(asyncio.create_task(run_steps(expirer.step, stop, network=None, task="intent_expiry",
+                                               idle_s=config.poll_interval_s, log=log), name="intent-expiry"))
+    try:
+        operator = load_operator(config)
+    except OperatorKeyMissing as exc:
+        log.warning("charges will not be executed by this daemon", reason=str(exc))
+        return tasks
+    executor = ChargeExecutor(settings, engine, {n.name: rpcs[n.name] for n in networks}, operator, clock)
+    completer = ChargeCompleter(executor, engine, config.poll_interval_s, config.lease_s)
+    tasks.append(asyncio.create_task(run_steps(completer.step, stop, network=None, task="charge_completion",
+                                               idle_s=config.poll_interval_s, log=log),
+                                     name="charge-completion"))
+    log.info("disbursement jobs running", networks=[n.name for n in networks], operator=operator.address)
+    return tasks
+
+

@@ -1,0 +1,212 @@
+"""What the verification of one user reads and writes: its wallets, income records, the final transfers
+of the window (its own and its counterparties'), balances; and the labels it writes back."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from psycopg.types.json import Jsonb
+from sqlalchemy import and_, func, or_, select, text, tuple_
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from vip.config import Settings
+from vip.indexer.store import add_watched_address
+from vip.platforms import PlatformConfig
+from vip.store.tables import (
+    address_balances,
+    chain_cursors,
+    connections,
+    income_records,
+    token_transfers,
+    transfer_labels,
+    wallets,
+    watched_addresses,
+)
+from vip.verification.model import IncomeRecord, Label, Transfer, TransferKey
+from vip.verification.pipeline import Platform, Wallet
+
+
+async def active_wallets(conn: AsyncConnection, user_id: str) -> list[Wallet]:
+    rows = await conn.execute(
+        select(wallets.c.id, wallets.c.address, wallets.c.network)
+        .join(connections, connections.c.id == wallets.c.connection_id)
+        .where(wallets.c.user_id == user_id, connections.c.status == "active")
+        .order_by(wallets.c.created_at, wallets.c.id))
+    return [Wallet(r.id, r.address, r.network) for r in rows]
+
+
+async def has_active_platform(conn: AsyncConnection, user_id: str) -> bool:
+    found = await conn.scalar(select(connections.c.id).where(
+        connections.c.user_id == user_id, connections.c.type == "platform",
+        connections.c.status == "active").limit(1))
+    return found is not None
+
+
+async def income_inputs(conn: AsyncConnection, user_id: str, registry: Mapping[str, PlatformConfig],
+                        since: datetime, until: datetime) -> tuple[list[IncomeRecord], list[Platform]]:
+    """Inbound records of the user's active platform connections dated in [since, until), and those
+    platforms (whitelists from the configured registry; a pushed platform not configured has none)."""
+    rows = (await conn.execute(
+        select(connections.c.id, connections.c.provider, connections.c.source_type,
+               income_records.c.record_date, income_records.c.amount, income_records.c.from_reference)
+        .select_from(connections.outerjoin(income_records, and_(
+            income_records.c.connection_id == connections.c.id, income_records.c.direction == "inbound",
+            income_records.c.record_date >= since.date(), income_records.c.record_date < until.date())))
+        .where(connections.c.user_id == user_id, connections.c.type == "platform",
+               connections.c.status == "active")
+        .order_by(connections.c.created_at, income_records.c.record_date))).all()
+    platforms: dict[str, Platform] = {}
+    records = []
+    for r in rows:
+        configured = registry.get(r.provider)
+        whitelist = frozenset(configured.whitelisted_addresses) if configured else frozenset()
+        platforms.setdefault(r.provider, Platform(r.provider, r.source_type or "payroll", whitelist))
+        if r.record_date is not None:
+            reference = r.from_reference.lower() if r.from_reference else None
+            records.append(IncomeRecord(r.provider, r.source_type or "payroll", r.record_date,
+                                        Decimal(r.amount), reference, whitelist))
+    return records, list(platforms.values())
+
+
+async def final_blocks(conn: AsyncConnection, settings: Settings, networks: Iterable[str]) -> dict[str, int]:
+    """Per network, the last block at least finality-depth deep: consequences act only on those."""
+    rows = await conn.execute(select(chain_cursors.c.network, chain_cursors.c.block_number)
+                              .where(chain_cursors.c.network.in_(list(networks))))
+    out = {}
+    for r in rows:
+        config = settings.networks.get(r.network)
+        depth = config.finality_depth if config is not None else 0
+        out[r.network] = r.block_number - depth
+    return out
+
+
+def _transfer(row, decimals: int = 6) -> Transfer:
+    return Transfer(row.network, row.tx_hash, row.log_index, row.block_number,
+                    row.block_timestamp.astimezone(UTC), row.token, row.from_address, row.to_address,
+                    int(row.amount), decimals)
+
+
+async def transfers_touching(conn: AsyncConnection, network: str, addresses: Sequence[str], since: datetime,
+                             up_to_block: int) -> list[Transfer]:
+    """Final transfers of the network from `since` with any of `addresses` on either side."""
+    if not addresses:
+        return []
+    t = token_transfers
+    columns = (t.c.network, t.c.tx_hash, t.c.log_index, t.c.block_number, t.c.block_timestamp, t.c.token,
+               t.c.from_address, t.c.to_address, t.c.amount)
+    listed = list(addresses)
+    common = (t.c.network == network, t.c.block_number <= up_to_block, t.c.block_timestamp >= since)
+    # Two index scans (sender, recipient), merged; a transfer between two listed addresses is kept once.
+    sent = select(*columns).where(*common, t.c.from_address.in_(listed))
+    received = select(*columns).where(*common, t.c.to_address.in_(listed))
+    seen: set[TransferKey] = set()
+    out = []
+    for query in (sent, received):
+        for row in await conn.execute(query):
+            transfer = _transfer(row)
+            if transfer.key not in seen:
+                seen.add(transfer.key)
+                out.append(transfer)
+    out.sort(key=lambda x: x.order)
+    return out
+
+
+def counterparties(own: Iterable[Transfer], home: set[str], excluded: set[str], limit: int) -> list[str]:
+    """The wallet's most frequent counterparties (at most `limit`), never hubs such as DEX pools or the
+    platforms' payout wallets (`excluded`)."""
+    counts: Counter[str] = Counter()
+    for t in own:
+        other = t.to_address if t.from_address in home else t.from_address
+        if other not in home and other not in excluded:
+            counts[other] += 1
+    return [address for address, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
+
+
+async def watch_counterparties(conn: AsyncConnection, network: str, addresses: Iterable[str],
+                               since: datetime) -> int:
+    """Ask the indexer for the counterparties' transfers from `since` (a backfill each); returns how many
+    were new to the watch set."""
+    added = 0
+    for address in addresses:
+        added += await add_watched_address(conn, network, address, "counterparty", start_time=since)
+    return added
+
+
+async def pending_backfills(conn: AsyncConnection, network: str, addresses: Sequence[str]) -> int:
+    """How many of `addresses` (wallets or counterparties) still have history being backfilled."""
+    if not addresses:
+        return 0
+    return await conn.scalar(select(func.count()).select_from(watched_addresses).where(
+        watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)),
+        watched_addresses.c.backfill_done_at.is_(None))) or 0
+
+
+async def usdc_balances(conn: AsyncConnection, wallets_: Sequence[Wallet]) -> dict[Wallet, int | None]:
+    """The indexer's latest USDC balance of each wallet (None when not read yet)."""
+    if not wallets_:
+        return {}
+    rows = await conn.execute(select(address_balances.c.network, address_balances.c.address,
+                                     address_balances.c.balance).where(
+        address_balances.c.token == "USDC",
+        tuple_(address_balances.c.network, address_balances.c.address).in_(
+            [(w.network, w.address) for w in wallets_])))
+    found = {(r.network, r.address): int(r.balance) for r in rows}
+    return {w: found.get((w.network, w.address)) for w in wallets_}
+
+
+async def usdc_flows(conn: AsyncConnection, wallet: Wallet,
+                     since: datetime | None) -> list[tuple[datetime, int]]:
+    """Signed USDC flows of a wallet (all indexed blocks) from `since` (None: its whole indexed history)."""
+    t = token_transfers
+    conditions = [t.c.network == wallet.network, t.c.token == "USDC",
+                  or_(t.c.from_address == wallet.address, t.c.to_address == wallet.address)]
+    if since is not None:
+        conditions.append(t.c.block_timestamp >= since)
+    rows = await conn.execute(select(t.c.block_timestamp, t.c.from_address, t.c.to_address, t.c.amount)
+                              .where(*conditions))
+    flows = []
+    for r in rows:
+        if r.from_address == r.to_address:
+            continue
+        sign = 1 if r.to_address == wallet.address else -1
+        flows.append((r.block_timestamp.astimezone(UTC), sign * int(r.amount)))
+    return flows
+
+
+async def existing_flags(conn: AsyncConnection, wallet: Wallet, keys: Sequence[TransferKey]
+                         ) -> dict[TransferKey, tuple[str, ...]]:
+    if not keys:
+        return {}
+    lbl = transfer_labels
+    rows = await conn.execute(select(lbl.c.tx_hash, lbl.c.log_index, lbl.c.fraud_flags).where(
+        lbl.c.network == wallet.network, lbl.c.wallet_address == wallet.address,
+        tuple_(lbl.c.tx_hash, lbl.c.log_index).in_([(k[1], k[2]) for k in keys])))
+    return {(wallet.network, r.tx_hash, r.log_index): tuple(r.fraud_flags or ()) for r in rows}
+
+
+async def write_labels(conn: AsyncConnection, wallet: Wallet, labels: Mapping[TransferKey, Label],
+                       now: datetime) -> None:
+    """Upsert the wallet's labels (a re-run replaces them). COPY into a session-local staging table, then
+    one INSERT ... ON CONFLICT: a multi-row VALUES statement of 10,000 labels costs seconds to build."""
+    if not labels:
+        return
+    await conn.execute(text(
+        "CREATE TEMP TABLE IF NOT EXISTS transfer_labels_staging "
+        "(LIKE transfer_labels INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"))
+    raw = (await conn.get_raw_connection()).driver_connection
+    async with raw.cursor() as cur:
+        async with cur.copy("COPY transfer_labels_staging (network, tx_hash, log_index, wallet_address, "
+                            "classification, fraud_flags, payroll_match, labelled_at) FROM STDIN") as copy:
+            for key, label in labels.items():
+                match = Jsonb(label.payroll_match) if label.payroll_match is not None else None
+                await copy.write_row((key[0], key[1], key[2], wallet.address, label.classification,
+                                      list(label.fraud_flags), match, now))
+    await conn.execute(text(
+        "INSERT INTO transfer_labels SELECT * FROM transfer_labels_staging "
+        "ON CONFLICT (network, tx_hash, log_index, wallet_address) DO UPDATE SET "
+        "classification = excluded.classification, fraud_flags = excluded.fraud_flags, "
+        "payroll_match = excluded.payroll_match, labelled_at = excluded.labelled_at"))
+    await conn.execute(text("DELETE FROM transfer_labels_staging"))

@@ -1,0 +1,63 @@
+"""Risk scores: computed once per VIP from its stored report and cash-flow facts, then answered from here."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from vip.config import ScoringConfig
+from vip.ids import new_id
+from vip.store.outbox import record_event
+from vip.store.tables import risk_scores
+from vip.verification.cashflow import Obligation
+from vip.verification.scoring import ScoreInputs, risk_score
+
+
+def score_inputs(report: dict[str, Any], cashflow: dict[str, Any]) -> ScoreInputs:
+    verified = [p["period"] for p in report["verified_periods"]]
+    requested = report["periods_requested"]
+    # The longest run of consecutive verified months, from the report's periods in order.
+    flags = sorted([(p["period"], True) for p in report["verified_periods"]]
+                   + [(p["period"], False) for p in report["unverified_periods"]])
+    best = run = 0
+    for _, ok in flags:
+        run = run + 1 if ok else 0
+        best = max(best, run)
+    obligations = [Obligation(o["counterparty"], o["network"], Decimal(o["monthly_usd"]), o["months"],
+                              o["lending_protocol"], Decimal(o["total_usd"]), o["transfers"])
+                   for o in cashflow.get("obligations", [])]
+    return ScoreInputs(periods_requested=requested, periods_verified=len(verified),
+                       consistency_rate=Decimal(report["consistency_rate"]), longest_streak_months=best,
+                       verified_monthly_income=Decimal(report["verified_monthly_income_usd"]),
+                       average_usdc_balance=Decimal(cashflow.get("average_usdc_balance", 0)),
+                       obligations=obligations, fraud_flag_count=len(report["fraud_flags"]))
+
+
+async def stored(conn: AsyncConnection, vip_id: str):
+    return (await conn.execute(select(risk_scores).where(risk_scores.c.vip_id == vip_id))).first()
+
+
+async def score_for(conn: AsyncConnection, vip_row, config: ScoringConfig, now: datetime
+                    ) -> tuple[dict[str, Any], bool]:
+    """The VIP's stored score, or a new one (stored, with `risk_score.generated`). Returns (body, new)."""
+    existing = await stored(conn, vip_row.id)
+    if existing is not None:
+        return existing.score, False
+    score_id = new_id("rsk")
+    body = risk_score(score_inputs(vip_row.report, vip_row.cashflow or {}), vip_row.report["fraud_flags"],
+                      config, score_id=score_id, user_id=vip_row.user_id, vip_id=vip_row.id,
+                      generated_at=now.astimezone(UTC).isoformat().replace("+00:00", "Z"))
+    inserted = await conn.scalar(pg_insert(risk_scores).values(
+        id=score_id, organisation_id=vip_row.organisation_id, user_id=vip_row.user_id, vip_id=vip_row.id,
+        generated_at=now, score=body).on_conflict_do_nothing(index_elements=["vip_id"])
+        .returning(risk_scores.c.id))
+    if inserted is None:  # a concurrent request scored it first: answer with that one
+        return (await stored(conn, vip_row.id)).score, False
+    await record_event(conn, "risk_score.generated", body, created_at=now,
+                       organisation_id=vip_row.organisation_id)
+    return body, True

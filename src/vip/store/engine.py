@@ -1,0 +1,51 @@
+"""Database engine creation and Alembic migrations."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import simplejson
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from vip.resources import migrations_dir
+
+MIGRATIONS_DIR = migrations_dir()
+
+
+def _json_dumps(value: object) -> str:
+    # JSONB columns carry money and client metadata: Decimals stay exact numbers, never floats.
+    return simplejson.dumps(value, use_decimal=True)
+
+
+def _json_loads(text: str) -> object:
+    return simplejson.loads(text, use_decimal=True)
+
+
+def create_engine(url: str, pool_size: int = 10, pre_ping: bool = True) -> AsyncEngine:
+    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=pre_ping,
+                               json_serializer=_json_dumps, json_deserializer=_json_loads)
+
+
+@asynccontextmanager
+async def autocommit_connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A pooled connection on which each statement commits on its own. For single-statement reads and
+    counters: psycopg would otherwise spend a round trip on BEGIN before the statement and one on ROLLBACK
+    when the connection goes back to the pool."""
+    async with engine.connect() as conn:
+        yield await conn.execution_options(isolation_level="AUTOCOMMIT")
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # NOTE: ConfigParser interpolation treats % specially; a password may contain one.
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def migrate(url: str, revision: str = "head") -> None:
+    """Bring the schema to `revision` (idempotent; safe to run from several processes in turn)."""
+    command.upgrade(alembic_config(url), revision)

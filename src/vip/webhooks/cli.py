@@ -1,0 +1,97 @@
+"""`vip webhooks ...`: the operator's side of the admin webhook and event endpoints."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime, timedelta
+
+from vip.config import Settings
+from vip.webhooks import events, store
+from vip.webhooks.catalogue import ALL, normalise_event_types
+from vip.webhooks.urls import check_endpoint_url
+
+
+def add_webhooks_parser(sub) -> argparse.ArgumentParser:
+    parser = sub.add_parser("webhooks", help="webhook endpoints and events of an organisation")
+    commands = parser.add_subparsers(dest="webhooks_command", required=True)
+    create = commands.add_parser("create", help="register an endpoint; prints its signing secret once")
+    create.add_argument("--org", required=True)
+    create.add_argument("--url", required=True)
+    create.add_argument("--event-types", default=ALL, help="comma-separated event types, or * for all")
+    create.add_argument("--description")
+    commands.add_parser("list", help="list the endpoints").add_argument("--org", required=True)
+    for name, what in (("delete", "stop delivering to an endpoint"),
+                       ("rotate-secret", "issue a new secret; the old one signs during the overlap")):
+        command = commands.add_parser(name, help=what)
+        command.add_argument("endpoint_id")
+        command.add_argument("--org", required=True)
+    listing = commands.add_parser("events", help="recent events with their delivery status")
+    listing.add_argument("--org", required=True)
+    listing.add_argument("--type")
+    listing.add_argument("--status", choices=events.DELIVERY_STATUSES)
+    listing.add_argument("--limit", type=int, default=20)
+    replay = commands.add_parser("replay", help="deliver an event again")
+    replay.add_argument("event_id")
+    replay.add_argument("--org", required=True)
+    return parser
+
+
+def _types(endpoint: store.Endpoint) -> str:
+    return ",".join(endpoint.event_types) if endpoint.event_types is not None else ALL
+
+
+async def run_webhooks_command(settings: Settings, database_url: str, args: argparse.Namespace) -> int:
+    from vip.accounts import keys
+    from vip.store.engine import create_engine
+
+    now = datetime.now(UTC)  # webhook timing is wall-clock time (docs/webhooks.md)
+    engine = create_engine(database_url, pool_size=1)
+    try:
+        async with engine.begin() as conn:
+            org = await keys.ensure_organisation(conn, args.org)
+            command = args.webhooks_command
+            if command == "create":
+                url = check_endpoint_url(args.url, allow_http=settings.webhooks.allow_http)
+                types = normalise_event_types([t.strip() for t in args.event_types.split(",") if t.strip()])
+                secret, endpoint = await store.create_endpoint(conn, org, url, types, args.description, now)
+                print(f"created {endpoint.id} for {args.org}: {endpoint.url} ({_types(endpoint)})")
+                print(f"signing secret (shown once, store it now): {secret}")
+            elif command == "list":
+                for e in await store.list_endpoints(conn, org):
+                    print(f"{e.id}  {e.url}  {_types(e)}  created {e.created_at:%Y-%m-%d %H:%M}")
+            elif command == "delete":
+                if await store.delete_endpoint(conn, org, args.endpoint_id, now) is None:
+                    return _missing(f"no endpoint {args.endpoint_id} in {args.org}")
+                print(f"deleted {args.endpoint_id}")
+            elif command == "rotate-secret":
+                overlap = timedelta(seconds=settings.webhooks.rotation_overlap_s)
+                rotated = await store.rotate_secret(conn, org, args.endpoint_id, now, overlap)
+                if rotated is None:
+                    return _missing(f"no endpoint {args.endpoint_id} in {args.org}")
+                secret, endpoint = rotated
+                print(f"rotated {endpoint.id}; the previous secret signs until "
+                      f"{endpoint.previous_secret_expires_at:%Y-%m-%d %H:%M:%S} UTC")
+                print(f"signing secret (shown once, store it now): {secret}")
+            elif command == "events":
+                filters = events.EventFilters(type=args.type, delivery_status=args.status)
+                rows, _ = await events.list_events(conn, org, filters, None, args.limit)
+                for r in rows:
+                    print(f"{r.id}  {r.type:<34} {r.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}  "
+                          f"{r.delivery_status}")
+            else:
+                queued = await events.replay(conn, org, args.event_id, now)
+                if queued is None:
+                    return _missing(f"no event {args.event_id} in {args.org}")
+                print(f"replaying {args.event_id} to {queued} endpoint(s)")
+    except ValueError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    finally:
+        await engine.dispose()
+    return 0
+
+
+def _missing(message: str) -> int:
+    print(message, file=sys.stderr)
+    return 1
