@@ -1,8 +1,8 @@
-"""Every route of the API, as OpenAPI path items (see api/openapi.py for the shared schemas)."""
+"""Every route of the API, as OpenAPI path items (see api/openapi_schemas.py for the shared schemas)."""
 
 from __future__ import annotations
 
-from vip.api.openapi import TIMESTAMP, _ok, _path, _query, operation, ref
+from vip.api.openapi_schemas import TIMESTAMP, ok_response, operation, path_param, query_param, ref
 from vip.api.routes import admin, payments, platforms, users, wallet_connect, webhooks
 from vip.api.routes import dev as dev_routes
 
@@ -12,36 +12,37 @@ CONNECTION_BODY = {"type": "object", "properties": {"connection": ref("Connectio
 
 PATHS = {
     "/v1/health": {"get": operation("Liveness and readiness", None, {
-        "200": _ok("The service and its database answer",
+        "200": ok_response("The service and its database answer",
                    {"type": "object", "properties": {"status": {"const": "ok"}, "time": {"type": "string"}},
                     "required": ["status", "time"]})}, tag="Service")},
     "/v1/users": {"post": operation("Create a user", "write", {
-        "201": _ok("The new user", {"type": "object", "properties": {"user": ref("User")},
+        "201": ok_response("The new user", {"type": "object", "properties": {"user": ref("User")},
                                     "required": ["user"]})}, errors=("409",), body=users.CreateUser,
         tag="Users")},
     "/v1/users/{user_id}": {"get": operation("Read a user", "read", {
-        "200": _ok("The user", {"type": "object", "properties": {"user": ref("User")},
-                                "required": ["user"]})}, errors=("404",), parameters=[_path("user_id")],
+        "200": ok_response("The user", {"type": "object", "properties": {"user": ref("User")},
+                                "required": ["user"]})}, errors=("404",), parameters=[path_param("user_id")],
         tag="Users")},
     "/v1/api-keys": {
         "post": operation("Create an API key of the caller's organisation (its secret is shown once)",
-                          "admin", {"201": _ok("The new key with its secret", {
+                          "admin", {"201": ok_response("The new key with its secret", {
                               "type": "object", "properties": {"api_key": ref("ApiKey")},
                               "required": ["api_key"]})}, body=admin.CreateKey, tag="API keys"),
-        "get": operation("List the organisation's API keys", "admin", {"200": _ok("Keys, without secrets", {
+        "get": operation("List the organisation's API keys", "admin", {"200": ok_response(
+            "Keys, without secrets", {
             "type": "object", "properties": {"api_keys": {"type": "array", "items": ref("ApiKey")}},
             "required": ["api_keys"]})}, tag="API keys"),
     },
     "/v1/api-keys/{key_id}": {"delete": operation("Revoke an API key", "admin", {
-        "200": _ok("The revoked key", {"type": "object", "properties": {"api_key": ref("ApiKey")},
+        "200": ok_response("The revoked key", {"type": "object", "properties": {"api_key": ref("ApiKey")},
                                        "required": ["api_key"]})}, errors=("404",),
-        parameters=[_path("key_id")], tag="API keys")},
+        parameters=[path_param("key_id")], tag="API keys")},
 }
 
 PATHS.update({
     "/v1/connect/wallet/nonce": {"get": operation(
         "A single-use Sign-In with Ethereum nonce for a user (10 minutes)", "write", {
-            "200": _ok("Put the nonce in the EIP-4361 message; stamp Issued At with issued_at", {
+            "200": ok_response("Put the nonce in the EIP-4361 message; stamp Issued At with issued_at", {
                 "type": "object", "properties": {"nonce": {"type": "string"}, "issued_at": TIMESTAMP,
                                                  "expires_at": TIMESTAMP},
                 "required": ["nonce", "issued_at", "expires_at"]})}, errors=("404",),
@@ -49,58 +50,60 @@ PATHS.update({
         tag="Connections")},
     "/v1/connect/wallet": {"post": operation(
         "Connect a wallet with a signed EIP-4361 message (EOA or ERC-1271 contract wallet)", "write", {
-            "201": _ok("New wallet connection; its history is indexed", CONNECTION_BODY),
-            "200": _ok("The address was already connected for this user: the existing connection",
+            "201": ok_response("New wallet connection; its history is indexed", CONNECTION_BODY),
+            "200": ok_response("The address was already connected for this user: the existing connection",
                        CONNECTION_BODY)}, errors=("404", "422", "502"), body=wallet_connect.ConnectWallet,
         tag="Connections")},
     "/v1/connect/platform/authorize": {"get": operation("Start connecting a platform by OAuth", "write", {
-        "200": _ok("Send the user to redirect_url (state single use, 10 minutes)", {
+        "200": ok_response("Send the user to redirect_url (state single use, 10 minutes)", {
             "type": "object", "properties": {"redirect_url": {"type": "string"}, "expires_at": TIMESTAMP},
             "required": ["redirect_url", "expires_at"]})}, errors=("404",), tag="Connections",
-        parameters=[_query("platform", {"type": "string"}, True), _query("user_id", USER_ID, True)])},
+        parameters=[query_param("platform", {"type": "string"}, True),
+                    query_param("user_id", USER_ID, True)])},
     "/v1/connect/platform/callback": {"get": operation(
         "OAuth callback, reached by the user's browser (no API key; the state authenticates)", None, {
-            "201": _ok("New platform connection", CONNECTION_BODY),
-            "200": _ok("Account already connected: records replaced, no event", CONNECTION_BODY)},
+            "201": ok_response("New platform connection", CONNECTION_BODY),
+            "200": ok_response("Account already connected: records replaced, no event", CONNECTION_BODY)},
         errors=("409", "502"), tag="Connections",
-        parameters=[_query(n, {"type": "string"}) for n in ("state", "code", "error", "error_description")])},
+        parameters=[query_param(n, {"type": "string"})
+                    for n in ("state", "code", "error", "error_description")])},
     "/v1/connect/platform/direct": {"post": operation("Push a platform account and its history", "write", {
-        "201": _ok("New platform connection", CONNECTION_BODY),
-        "200": _ok("Existing connection: records replaced, no event", CONNECTION_BODY)},
+        "201": ok_response("New platform connection", CONNECTION_BODY),
+        "200": ok_response("Existing connection: records replaced, no event", CONNECTION_BODY)},
         errors=("404", "409"), body=platforms.DirectPlatformConnection, tag="Connections")},
     "/v1/connections": {"get": operation("A user's connections, newest first (revoked ones too)", "read", {
-        "200": _ok("Connections", {"type": "object", "properties": {
+        "200": ok_response("Connections", {"type": "object", "properties": {
             "connections": {"type": "array", "items": ref("ConnectionListItem")}},
             "required": ["connections"]})}, errors=("404",),
-        parameters=[_query("user_id", USER_ID, True)], tag="Connections")},
+        parameters=[query_param("user_id", USER_ID, True)], tag="Connections")},
     "/v1/connections/{connection_id}": {"delete": operation(
         "Revoke a connection (a revoked wallet stops counting as active)", "write", {
-            "200": _ok("The revoked connection", CONNECTION_BODY)}, errors=("404",),
-        parameters=[_path("connection_id")], tag="Connections")},
+            "200": ok_response("The revoked connection", CONNECTION_BODY)}, errors=("404",),
+        parameters=[path_param("connection_id")], tag="Connections")},
     "/v1/wallets": {"get": operation("A user's active wallets with balances as of the latest indexed block",
-                                     "read", {"200": _ok("Wallets", {"type": "object", "properties": {
+                                     "read", {"200": ok_response("Wallets", {"type": "object", "properties": {
                                          "wallets": {"type": "array", "items": ref("Wallet")}},
                                          "required": ["wallets"]})}, errors=("404",),
-                                     parameters=[_query("user_id", USER_ID, True),
-                                                 _query("network", {"type": "string"})], tag="Wallets")},
+                                     parameters=[query_param("user_id", USER_ID, True),
+                                                 query_param("network", {"type": "string"})], tag="Wallets")},
     "/v1/transactions": {"get": operation(
         "A user's normalized, fraud-filtered USDC/USDT transactions, newest first", "read", {
-            "200": _ok("A page of transactions", {"type": "object", "properties": {
+            "200": ok_response("A page of transactions", {"type": "object", "properties": {
                 "transactions": {"type": "array", "items": ref("Transaction")},
                 "pagination": ref("Pagination")}, "required": ["transactions", "pagination"]})},
         errors=("404",), tag="Wallets", parameters=[
-            _query("user_id", USER_ID, True),
-            _query("wallet_id", {"type": "string"}),
-            _query("direction", {"enum": ["inbound", "outbound"]}),
-            _query("classification", {"enum": ["verified_income", "p2p", "dex_trade", "unknown",
+            query_param("user_id", USER_ID, True),
+            query_param("wallet_id", {"type": "string"}),
+            query_param("direction", {"enum": ["inbound", "outbound"]}),
+            query_param("classification", {"enum": ["verified_income", "p2p", "dex_trade", "unknown",
                                                "wash_trade", "circular"]},
                    description="wash_trade and circular only with include_filtered=true"),
-            _query("token", {"enum": ["USDC", "USDT"]}),
-            _query("from_date", {"type": "string"}, description="ISO 8601 date or date-time"),
-            _query("to_date", {"type": "string"}, description="ISO 8601 date or date-time"),
-            _query("include_filtered", {"type": "boolean"}),
-            _query("limit", {"type": "integer", "minimum": 1, "maximum": 200}),
-            _query("cursor", {"type": "string"}, description="pagination.cursor of the previous page"),
+            query_param("token", {"enum": ["USDC", "USDT"]}),
+            query_param("from_date", {"type": "string"}, description="ISO 8601 date or date-time"),
+            query_param("to_date", {"type": "string"}, description="ISO 8601 date or date-time"),
+            query_param("include_filtered", {"type": "boolean"}),
+            query_param("limit", {"type": "integer", "minimum": 1, "maximum": 200}),
+            query_param("cursor", {"type": "string"}, description="pagination.cursor of the previous page"),
         ])},
 })
 
@@ -111,22 +114,24 @@ CHARGE_BODY = {"type": "object", "properties": {"charge": ref("Charge")}, "requi
 PATHS.update({
     "/v1/payment-intents": {"post": operation(
         "Stage a disbursement: returns the approve() call the funding wallet must make", "disburse", {
-            "201": _ok("The intent, pending_approval; it expires after 30 minutes (configurable) unless "
+            "201": ok_response(
+                "The intent, pending_approval; it expires after 30 minutes (configurable) unless "
                        "approved. Fires payment_intent.created", INTENT_BODY)},
         errors=("404", "422"), body=payments.CreatePaymentIntent, tag="Disbursement")},
     "/v1/payment-intents/{intent_id}": {"get": operation("Read a payment intent", "read", {
-        "200": _ok("The intent", INTENT_BODY)}, errors=("404",), parameters=[_path("intent_id")],
+        "200": ok_response("The intent", INTENT_BODY)}, errors=("404",), parameters=[path_param("intent_id")],
         tag="Disbursement")},
     "/v1/charges": {"post": operation(
         "Execute a confirmed payment intent: the operator calls disburse() once; at most one charge per "
         "intent", "disburse", {
-            "201": _ok("Settled: succeeded (charge.succeeded) or failed (charge.failed, see failure_code)",
+            "201": ok_response(
+                "Settled: succeeded (charge.succeeded) or failed (charge.failed, see failure_code)",
                        CHARGE_BODY),
-            "202": _ok("Not mined within the configured wait: pending; the daemon finishes it, poll "
+            "202": ok_response("Not mined within the configured wait: pending; the daemon finishes it, poll "
                        "GET /v1/charges/{id}", CHARGE_BODY)},
         errors=("404", "409", "410", "422", "503"), body=payments.CreateCharge, tag="Disbursement")},
     "/v1/charges/{charge_id}": {"get": operation("Read a charge", "read", {
-        "200": _ok("The charge", CHARGE_BODY)}, errors=("404",), parameters=[_path("charge_id")],
+        "200": ok_response("The charge", CHARGE_BODY)}, errors=("404",), parameters=[path_param("charge_id")],
         tag="Disbursement")},
 })
 
@@ -139,7 +144,7 @@ CHAIN_HEAD = {"type": "object", "properties": {
     "required": ["block_number", "timestamp", "unix_timestamp"]}
 PATHS["/v1/dev/time-travel"] = {"post": operation(
     "Move a local network's time forward and mine blocks (a test clock; local networks only)", "admin", {
-        "200": _ok("The head before and after", {"type": "object", "properties": {
+        "200": ok_response("The head before and after", {"type": "object", "properties": {
             "network": {"type": "string"}, "previous": CHAIN_HEAD, "head": CHAIN_HEAD,
             "advanced_seconds": {"type": "integer"}, "blocks_mined": {"type": "integer"}},
             "required": ["network", "previous", "head", "advanced_seconds", "blocks_mined"]})},
@@ -156,24 +161,26 @@ VIP_BODY = {"type": "object", "properties": {"vip_report": ref("VipReport")}, "r
 PATHS.update({
     "/v1/vip-report": {"get": operation(
         "The user's Verified Income Profile (made by the daemon, cached 24 hours per lookback)", "read", {
-            "200": _ok("A finished VIP (verified, partially_verified, unverified or error)", VIP_BODY),
-            "202": _ok("Generation in progress (status pending): poll again after 30 s or await the webhook",
+            "200": ok_response("A finished VIP (verified, partially_verified, unverified or error)",
+                               VIP_BODY),
+            "202": ok_response(
+                "Generation in progress (status pending): poll again after 30 s or await the webhook",
                        VIP_BODY)},
         errors=("404", "422", "502"), tag="Verification", parameters=[
-            _query("user_id", USER_ID, True),
-            _query("refresh", {"type": "boolean"}, description=(
+            query_param("user_id", USER_ID, True),
+            query_param("refresh", {"type": "boolean"}, description=(
                 "true: pull the user's OAuth-connected platforms again (502 ERR_PLATFORM_SYNC_FAILED, "
                 "nothing changed, when a pull fails), then run the whole pipeline again")),
-            _query("lookback_months", {"type": "integer", "minimum": 1, "maximum": 12},
+            query_param("lookback_months", {"type": "integer", "minimum": 1, "maximum": 12},
                    description="Complete months before the current one (default 6)"),
         ])},
     "/v1/risk-score": {"get": operation(
         "The four-pillar risk score of a VIP (computed once per VIP, then stored)", "read", {
-            "200": _ok("The score", {"type": "object", "properties": {"risk_score": ref("RiskScore")},
+            "200": ok_response("The score", {"type": "object", "properties": {"risk_score": ref("RiskScore")},
                                      "required": ["risk_score"]})},
         errors=("404", "422"), tag="Verification", parameters=[
-            _query("user_id", USER_ID, True),
-            _query("vip_id", {"type": "string"}, description="Default: the most recent finished VIP"),
+            query_param("user_id", USER_ID, True),
+            query_param("vip_id", {"type": "string"}, description="Default: the most recent finished VIP"),
         ])},
 })
 
@@ -185,41 +192,42 @@ PATHS.update({
     "/v1/webhook-endpoints": {
         "post": operation(
             "Register a webhook endpoint (its signing secret is shown once)", "admin", {
-                "201": _ok("The new endpoint with its secret", ENDPOINT_BODY)},
+                "201": ok_response("The new endpoint with its secret", ENDPOINT_BODY)},
             body=webhooks.CreateWebhookEndpoint, tag="Webhooks"),
-        "get": operation("The organisation's webhook endpoints", "admin", {"200": _ok(
+        "get": operation("The organisation's webhook endpoints", "admin", {"200": ok_response(
             "Endpoints, without secrets", {"type": "object", "properties": {
                 "webhook_endpoints": {"type": "array", "items": ref("WebhookEndpoint")}},
                 "required": ["webhook_endpoints"]})}, tag="Webhooks"),
     },
     "/v1/webhook-endpoints/{endpoint_id}": {"delete": operation(
         "Delete a webhook endpoint: nothing more is sent to it; its pending deliveries are cancelled",
-        "admin", {"200": _ok("The deleted endpoint", ENDPOINT_BODY)}, errors=("404",),
-        parameters=[_path("endpoint_id")], tag="Webhooks")},
+        "admin", {"200": ok_response("The deleted endpoint", ENDPOINT_BODY)}, errors=("404",),
+        parameters=[path_param("endpoint_id")], tag="Webhooks")},
     "/v1/webhook-endpoints/{endpoint_id}/rotate-secret": {"post": operation(
         "Issue a new signing secret; the previous one keeps signing until previous_secret_expires_at",
-        "admin", {"200": _ok("The endpoint with its new secret (shown once)", ENDPOINT_BODY)},
-        errors=("404", "409"), parameters=[_path("endpoint_id")], tag="Webhooks")},
+        "admin", {"200": ok_response("The endpoint with its new secret (shown once)", ENDPOINT_BODY)},
+        errors=("404", "409"), parameters=[path_param("endpoint_id")], tag="Webhooks")},
     "/v1/events": {"get": operation(
         "The organisation's events, newest first, with their delivery status", "admin", {
-            "200": _ok("A page of events", {"type": "object", "properties": {
+            "200": ok_response("A page of events", {"type": "object", "properties": {
                 "events": {"type": "array", "items": ref("Event")}, "pagination": ref("Pagination")},
                 "required": ["events", "pagination"]})}, tag="Webhooks", parameters=[
-            _query("type", {"type": "string"}, description="Only events of this type"),
-            _query("created_from", TIMESTAMP, description="created_at at or after (UTC if no offset)"),
-            _query("created_to", TIMESTAMP, description="created_at before (UTC if no offset)"),
-            _query("delivery_status", {"enum": ["pending", "delivered", "failed", "none"]}),
-            _query("limit", {"type": "integer", "minimum": 1, "maximum": 200}, description="default 50"),
-            _query("cursor", {"type": "string"}, description="pagination.cursor of the previous page"),
+            query_param("type", {"type": "string"}, description="Only events of this type"),
+            query_param("created_from", TIMESTAMP, description="created_at at or after (UTC if no offset)"),
+            query_param("created_to", TIMESTAMP, description="created_at before (UTC if no offset)"),
+            query_param("delivery_status", {"enum": ["pending", "delivered", "failed", "none"]}),
+            query_param("limit", {"type": "integer", "minimum": 1, "maximum": 200}, description="default 50"),
+            query_param("cursor", {"type": "string"}, description="pagination.cursor of the previous page"),
         ])},
     "/v1/events/{event_id}": {"get": operation(
         "An event with its deliveries and every attempt", "admin", {
-            "200": _ok("The event", EVENT_DETAIL_BODY)}, errors=("404",), parameters=[_path("event_id")],
+            "200": ok_response("The event", EVENT_DETAIL_BODY)}, errors=("404",),
+        parameters=[path_param("event_id")],
         tag="Webhooks")},
     "/v1/events/{event_id}/replay": {"post": operation(
         "Deliver an event again to every endpoint subscribed to its type (a failed or delivered delivery "
         "starts a new round of the retry schedule)", "admin", {
-            "202": _ok("Queued: the event with its deliveries", EVENT_DETAIL_BODY)},
-        errors=("404", "409", "422"), parameters=[_path("event_id")], tag="Webhooks")},
+            "202": ok_response("Queued: the event with its deliveries", EVENT_DETAIL_BODY)},
+        errors=("404", "409", "422"), parameters=[path_param("event_id")], tag="Webhooks")},
 })
 BODY_MODELS.append(webhooks.CreateWebhookEndpoint)

@@ -1,0 +1,276 @@
+"""The OpenAPI document's building blocks: response schemas (checked against real responses by the tests),
+the error and rate-limit parts every operation shares, and the helpers that write an operation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+API_VERSION = "1.0.0"
+
+ID = {"type": "string"}
+TIMESTAMP = {"type": "string", "format": "date-time"}
+NULLABLE_TIMESTAMP = {"type": ["string", "null"], "format": "date-time"}
+ADDRESS = {"type": "string", "pattern": "^0x[0-9a-fA-F]{40}$"}
+NUMBER = {"type": "number"}
+
+
+def obj(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties,
+            "required": list(properties) if required is None else required, **extra}
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+SCHEMAS: dict[str, Any] = {
+    "Error": obj({"error": obj({
+        "code": {"type": "string", "description": "Stable machine-readable code, e.g. ERR_VALIDATION"},
+        "message": {"type": "string"},
+        "details": {"type": "object", "description": "Depends on the error; for validation errors, the "
+                                                     "offending fields and what is wrong with each"},
+        "request_id": {"type": "string"},
+    })}),
+    "User": obj({"id": ID, "external_id": {"type": ["string", "null"]}, "metadata": {"type": "object"},
+                 "created_at": TIMESTAMP}),
+    "ApiKey": obj({
+        "id": ID, "prefix": {"type": "string"},
+        "scopes": {"type": "array", "items": {"enum": ["read", "write", "disburse", "admin"]}},
+        "description": {"type": ["string", "null"]}, "created_at": TIMESTAMP,
+        "last_used_at": NULLABLE_TIMESTAMP, "revoked_at": NULLABLE_TIMESTAMP,
+        "status": {"enum": ["active", "revoked"]},
+        "secret": {"type": "string", "description": "Only in the creation response; shown once"},
+    }, required=["id", "prefix", "scopes", "created_at", "status"]),
+    "Connection": obj({
+        "id": ID, "user_id": ID, "type": {"enum": ["wallet", "platform"]}, "provider": {"type": "string"},
+        "identifier": {"type": "string"}, "network": {"type": "string"},
+        "source_type": {"type": ["string", "null"]}, "status": {"enum": ["active", "revoked", "expired"]},
+        "created_at": TIMESTAMP, "last_synced_at": NULLABLE_TIMESTAMP,
+    }, required=["id", "user_id", "type", "provider", "identifier", "status", "created_at"]),
+    "ConnectionListItem": obj({
+        "id": ID, "type": {"enum": ["wallet", "platform"]}, "provider": {"type": "string"},
+        "identifier": {"type": "string"}, "network": {"type": "string"},
+        "source_type": {"type": ["string", "null"]}, "status": {"enum": ["active", "revoked", "expired"]},
+        "created_at": TIMESTAMP,
+    }, required=["id", "type", "provider", "identifier", "status", "created_at"]),
+    "Wallet": obj({
+        "id": ID, "connection_id": ID, "address": ADDRESS, "network": {"type": "string"},
+        "usdc_balance": NUMBER, "usdt_balance": NUMBER,
+        "first_seen_block": {"type": ["integer", "null"]}, "created_at": TIMESTAMP,
+    }),
+    "PayrollMatch": obj({
+        "matched": {"type": "boolean"}, "payroll_period": {"type": "string", "pattern": r"^\d{4}-\d{2}$"},
+        "origin_platform": {"type": "string"},
+        "match_confidence": {"enum": ["exact", "close", "approximate"]},
+    }),
+    "Transaction": obj({
+        "id": ID, "wallet_id": ID, "user_id": ID, "tx_hash": {"type": "string"},
+        "block_number": {"type": "integer"}, "block_timestamp": TIMESTAMP,
+        "direction": {"enum": ["inbound", "outbound"]}, "from_address": ADDRESS, "to_address": ADDRESS,
+        "token": {"enum": ["USDC", "USDT"]}, "amount": NUMBER, "network": {"type": "string"},
+        "classification": {"enum": ["verified_income", "p2p", "dex_trade", "wash_trade", "circular",
+                                    "unknown"]},
+        "fraud_flags": {"type": "array", "items": {"type": "string"}},
+        "payroll_match": ref("PayrollMatch"),
+    }, required=["id", "wallet_id", "user_id", "tx_hash", "block_number", "block_timestamp", "direction",
+                 "from_address", "to_address", "token", "amount", "network", "classification",
+                 "fraud_flags"]),
+    "Pagination": obj({"cursor": {"type": ["string", "null"]}, "has_more": {"type": "boolean"}}),
+    # --- disbursement
+    "PaymentIntent": obj({
+        "id": ID,
+        "status": {"enum": ["pending_approval", "approval_confirmed", "expired", "succeeded", "failed"]},
+        "user_id": ID, "amount_usd": NUMBER, "token": {"enum": ["USDC", "USDT"]},
+        "network": {"type": "string"}, "recipient_wallet": ADDRESS, "funding_wallet": ADDRESS,
+        "contract_address": ADDRESS,
+        "approval_calldata": obj({
+            "function": {"const": "approve"}, "spender": ADDRESS,
+            "amount": {"type": "string", "pattern": r"^[0-9]+$",
+                       "description": "Token base units (10^6 per USD for USDC and USDT)"},
+            "token_contract": ADDRESS}),
+        "approval_tx_hash": {"type": ["string", "null"],
+                             "description": "The approval that confirmed the intent"},
+        "metadata": {"type": "object"}, "expires_at": TIMESTAMP, "created_at": TIMESTAMP,
+    }),
+    "Charge": obj({
+        "id": ID, "payment_intent_id": ID,
+        "status": {"enum": ["pending", "succeeded", "failed"]},
+        "amount_usd": NUMBER, "token": {"enum": ["USDC", "USDT"]}, "network": {"type": "string"},
+        "disbursement_tx_hash": {"type": ["string", "null"],
+                                 "description": "The disburse() transaction (set when mined)"},
+        "recipient_wallet": ADDRESS, "approval_tx_hash": {"type": "string"},
+        "executed_at": NULLABLE_TIMESTAMP,
+        "failure_code": {"type": ["string", "null"],
+                         "description": "ERR_DISBURSEMENT_REJECTED (refused before sending) or "
+                                        "ERR_DISBURSEMENT_REVERTED (reverted on chain)"},
+        "failure_message": {"type": ["string", "null"]}, "created_at": TIMESTAMP,
+    }),
+}
+
+# --- webhooks (issue 6) ---
+_EVENT_TYPES = {"type": "string", "description": "See docs/webhooks.md for the catalogue"}
+SCHEMAS.update({
+    "WebhookEndpoint": obj({
+        "id": ID, "url": {"type": "string"}, "description": {"type": ["string", "null"]},
+        "event_types": {"type": "array", "items": _EVENT_TYPES, "description": "[\"*\"]: every type"},
+        "status": {"enum": ["enabled", "deleted"]}, "created_at": TIMESTAMP,
+        "previous_secret_expires_at": {**NULLABLE_TIMESTAMP, "description": "Until then the secret before "
+                                       "the last rotation also signs (a second Service-Signature header)"},
+        "deleted_at": NULLABLE_TIMESTAMP,
+        "secret": {"type": "string", "description": "Signing secret, only in the create and rotate-secret "
+                                                    "responses; shown once"},
+    }, required=["id", "url", "description", "event_types", "status", "created_at",
+                 "previous_secret_expires_at", "deleted_at"]),
+    "Event": obj({
+        "id": ID, "type": _EVENT_TYPES, "created_at": TIMESTAMP, "api_version": {"const": "v1"},
+        "data": obj({"object": {"type": "object", "description": "The resource, in its API schema"}}),
+        "delivery_status": {"enum": ["pending", "delivered", "failed", "none"],
+                            "description": "pending: a delivery is still due; failed: a delivery gave up "
+                                           "after 5 attempts; delivered: every endpoint got it; none: no "
+                                           "endpoint subscribed"},
+    }),
+    "WebhookAttempt": obj({
+        "attempted_at": TIMESTAMP, "status_code": {"type": ["integer", "null"]},
+        "error": {"type": ["string", "null"]}, "duration_ms": {"type": "integer"},
+    }),
+    "WebhookDelivery": obj({
+        "id": ID, "endpoint_id": ID, "url": {"type": "string"},
+        "status": {"enum": ["pending", "delivered", "failed", "cancelled"]},
+        "attempt_count": {"type": "integer", "description": "Attempts in the current round (a replay "
+                                                            "starts a new one); at most 5"},
+        "next_attempt_at": NULLABLE_TIMESTAMP, "delivered_at": NULLABLE_TIMESTAMP,
+        "attempts": {"type": "array", "items": ref("WebhookAttempt"), "description": "Every attempt"},
+    }),
+})
+SCHEMAS["EventDetail"] = {"allOf": [ref("Event"), obj({"deliveries": {
+    "type": "array", "items": ref("WebhookDelivery")}})]}
+
+RATE_HEADERS = {
+    "X-RateLimit-Limit": {"schema": {"type": "integer"}, "description": "Requests allowed per minute"},
+    "X-RateLimit-Remaining": {"schema": {"type": "integer"}, "description": "Requests left this minute"},
+    "X-RateLimit-Reset": {"schema": {"type": "integer"}, "description": "Seconds until the window resets"},
+    "X-Request-Id": {"schema": {"type": "string"}, "description": "Also in error bodies"},
+}
+
+ERRORS = {
+    "400": "Bad request: see error.code and error.details",
+    "401": "Missing, malformed, unknown or revoked API key",
+    "403": "The API key lacks the scope this operation needs",
+    "404": "Not found (or another organisation's)",
+    "409": "Conflict (e.g. an Idempotency-Key reused with another request)",
+    "422": "A prerequisite is missing or a check failed: see error.code",
+    "429": "Rate limit exceeded: see Retry-After",
+    "500": "Unexpected error (logged, never a stack trace)",
+    "502": "A connected platform failed: ERR_PLATFORM_SYNC_FAILED",
+    "410": "Gone: ERR_PAYMENT_INTENT_EXPIRED",
+    "503": "Temporarily unavailable: ERR_DISBURSEMENT_UNAVAILABLE (no operator key configured)",
+}
+
+
+def error_response(description: str) -> dict[str, Any]:
+    return {"description": description, "headers": RATE_HEADERS,
+            "content": {"application/json": {"schema": ref("Error")}}}
+
+
+def ok_response(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "headers": RATE_HEADERS,
+            "content": {"application/json": {"schema": schema}}}
+
+
+def query_param(name: str, schema: dict[str, Any], required: bool = False, description: str = "") -> dict:
+    return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
+
+
+def path_param(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def operation(summary: str, scope: str | None, responses: dict[str, Any], *, errors: tuple[str, ...] = (),
+              parameters: list[dict] | None = None, body: type[BaseModel] | None = None,
+              tag: str = "API") -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "tags": [tag], "responses": dict(responses)}
+    if body is not None:
+        errors = ("409", *errors)  # an Idempotency-Key reused with another request
+    if scope is None:
+        op["security"] = []
+    else:
+        op["description"] = f"Requires an API key with the `{scope}` scope."
+        errors = ("401", "403", *errors)
+    for code in ("400", *errors, "429", "500"):
+        op["responses"].setdefault(code, error_response(ERRORS[code]))
+    if parameters:
+        op["parameters"] = parameters
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {"application/json": {
+            "schema": ref(body.__name__)}}}
+        op.setdefault("parameters", []).append({
+            "name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string",
+                                                                                     "maxLength": 255},
+            "description": "Same key and body within 24 h: the first response again; other body: 409"})
+    return op
+
+
+# --- verification: VIP report and risk score --------------------------------------------------------------
+_USD = {"type": "number", "description": "USD, exact, at most 6 decimals"}
+_NULLABLE_USD = {"type": ["number", "null"]}
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+_PERIOD = {"type": "string", "pattern": r"^\d{4}-\d{2}$"}
+_REASON = obj({"code": {"type": "string"}, "message": {"type": "string"}, "details": {"type": "object"}},
+              required=["code", "message"])
+SCHEMAS.update({
+    "VerifiedPeriod": obj({
+        "period": _PERIOD, "expected_amount": _USD, "received_amount": _USD, "tx_hash": {"type": "string"},
+        "payout_date": {"type": "string", "format": "date"}, "block_timestamp": TIMESTAMP,
+        "origin_address": {"type": "string"}, "match_confidence": {"enum": ["exact", "close", "approximate"]},
+        "verified": {"const": True}}),
+    "UnverifiedPeriod": obj({
+        "period": _PERIOD, "expected_amount": _USD, "received_amount": _USD, "verified": {"const": False},
+        "reason_codes": {"type": "array", "items": {"type": "string"},
+                         "description": "ERR_INCOME_MISMATCH, ERR_WASH_TRADE_DETECTED, ERR_CIRCULAR_FLOW, "
+                                        "ERR_UNVERIFIED_SOURCE, ERR_INSUFFICIENT_HISTORY (no record)"},
+        "reasons": {"type": "array", "items": _REASON,
+                    "description": "ERR_INCOME_MISMATCH details: expected_amount, received_amount, "
+                                   "tolerance_pct, actual_variance_pct (fractions)"}}),
+    "FraudFlag": obj({
+        "code": {"enum": ["ERR_WASH_TRADE_DETECTED", "ERR_CIRCULAR_FLOW"]},
+        "fraud_type": {"enum": ["wash_trade", "circular"]}, "tx_hash": {"type": "string"},
+        "log_index": {"type": "integer"}, "network": {"type": "string"}, "wallet_id": ID,
+        "wallet_address": {"type": "string"}, "amount_usd": _USD, "block_timestamp": TIMESTAMP}),
+    "VipReport": obj({
+        "id": ID, "user_id": ID, "generated_at": NULLABLE_TIMESTAMP,
+        "status": {"enum": ["verified", "partially_verified", "unverified", "pending", "error"]},
+        "verified_monthly_income_usd": _NULLABLE_USD, "income_currency": {"type": "string"},
+        "verification_method": {"const": "deterministic_match"},
+        "data_source_type": {"enum": ["payroll", "neobank_account", "exchange_account", "payment_platform",
+                                      "digital_wallet", None]},
+        "data_source_platform": _NULLABLE_TEXT, "payroll_platform": _NULLABLE_TEXT,
+        "periods_verified": {"type": "integer"}, "periods_requested": {"type": "integer"},
+        "consistency_rate": _NULLABLE_USD, "average_verified_amount": _NULLABLE_USD,
+        "income_variance": _NULLABLE_USD,
+        "verified_periods": {"type": "array", "items": ref("VerifiedPeriod")},
+        "unverified_periods": {"type": "array", "items": ref("UnverifiedPeriod")},
+        "fraud_flags": {"type": "array", "items": ref("FraudFlag")},
+        "wallet_address": _NULLABLE_TEXT, "network": _NULLABLE_TEXT,
+        "error_code": {"type": ["string", "null"],
+                       "description": "ERR_INSUFFICIENT_HISTORY for unverified; for error: "
+                                      "ERR_VIP_GENERATION_FAILED, ERR_MISSING_WALLET, ERR_MISSING_PLATFORM"},
+    }),
+    "Pillar": obj({"weight": NUMBER, "score": {"type": "integer", "minimum": 0, "maximum": 1000},
+                   "weighted_contribution": {"type": "integer"}, "details": {"type": "object"},
+                   "explanation": {"type": "string"}}),
+    "RiskScore": obj({
+        "id": ID, "user_id": ID, "vip_id": ID, "generated_at": TIMESTAMP,
+        "composite_score": {"type": "integer", "minimum": 0, "maximum": 1000},
+        "score_range": obj({"min": {"const": 0}, "max": {"const": 1000}}),
+        "recommendation": {"enum": ["approve", "approve_with_conditions", "refer", "decline"]},
+        "suggested_credit_limit_usd": _USD,
+        "pillars": obj({name: ref("Pillar") for name in ("consistency", "volume", "liquidity_buffer",
+                                                          "leverage")}),
+        "fraud_flags": {"type": "array", "items": ref("FraudFlag")},
+        "adverse_action_reasons": {"type": "array", "maxItems": 4, "items": obj(
+            {"code": {"type": "string"}, "text": {"type": "string"}, "pillar": {"type": "string"},
+             "score": {"type": "integer"}}, required=["code", "text"])},
+    }),
+})
