@@ -44,11 +44,12 @@ async def revoke_connection(engine: AsyncEngine, clock: Clock, organisation_id: 
             raise NotFound(f"no connection {connection_id}", {"connection_id": connection_id})
         if row.type == "wallet":
             await store.lock_wallet_address(conn, row.network, row.identifier)
+        # Only an active connection moves; a revoked (or expired) one is answered as it is, no event.
         revoked = await store.revoke_if_active(conn, organisation_id, connection_id, now)
         if revoked is None:
-            found = await store.find_connection(conn, organisation_id, connection_id)
-            assert found is not None  # connections are never deleted
-            return found
+            current = await store.find_connection(conn, organisation_id, connection_id)
+            assert current is not None  # found above; connections are never deleted
+            return current
         if revoked.type == "wallet":
             await _unwatch_if_unused(conn, revoked.network, revoked.identifier)
         else:  # a revoked platform connection is never pulled again: its OAuth token goes
