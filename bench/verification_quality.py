@@ -56,9 +56,8 @@ from sqlalchemy import func, select
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.benchdb import throwaway_database
-from vip.config import NetworkConfig, Settings, TokenConfig, VerificationConfig
+from vip.config import NetworkConfig, Settings, TokenConfig, VerificationConfig, load_settings
 from vip.ids import new_id
-from vip.platforms import load_platforms
 from vip.reports import vip_reports
 from vip.reports.worker import VipReportJob
 from vip.store.engine import create_engine
@@ -85,7 +84,9 @@ class FixedClock:
 def bench_settings() -> Settings:
     network = NetworkConfig(name=NETWORK, chain_id=1, finality_depth=0, tokens={
         "USDC": TokenConfig(address=USDC_ADDRESS), "USDT": TokenConfig(address=USDT_ADDRESS)})
-    return Settings(networks={NETWORK: network}, verification=VerificationConfig())
+    # The shipped OAuth platforms: their payout wallets are the whitelist the verification checks.
+    return Settings(networks={NETWORK: network}, verification=VerificationConfig(),
+                    platforms=load_settings(environ={}).platforms)
 
 
 @dataclass
@@ -256,7 +257,7 @@ def seed(pg_url: str, people: list[Borrower], pop: Population, org: str | None =
 async def generate(url: str, settings: Settings, org: str, people: list[Borrower]) -> None:
     """Request every borrower's VIP and run the job until none is pending."""
     engine = create_engine(url, pool_size=2)
-    job = VipReportJob(settings, engine, FixedClock(), load_platforms())
+    job = VipReportJob(settings, engine, FixedClock(), settings.platforms)
     try:
         async with engine.begin() as conn:
             for b in people:
@@ -321,7 +322,7 @@ async def big_vip(url: str, pg_url: str, settings: Settings, org: str, transfers
     b = add_borrower(pop, "honest", lookback=12, spend_per_month=per_month)
     seed(pg_url, [b], pop, org)
     engine = create_engine(url, pool_size=2)
-    job = VipReportJob(settings, engine, FixedClock(), load_platforms())
+    job = VipReportJob(settings, engine, FixedClock(), settings.platforms)
     try:
         async with engine.begin() as conn:
             await vip_reports.request_report(conn, organisation_id=org, user_id=b.user_id, lookback_months=12,

@@ -245,6 +245,14 @@ async def add_watched_address(conn: AsyncConnection, network: str, address: str,
     return False
 
 
+async def remove_watched_address(conn: AsyncConnection, network: str, address: str, reason: str) -> None:
+    """Stop watching an address watched for `reason`. One watched for another reason (a counterparty, a
+    spender: the first reason is kept) is not the caller's to drop and stays."""
+    await conn.execute(delete(watched_addresses).where(
+        watched_addresses.c.network == network, watched_addresses.c.address == address.lower(),
+        watched_addresses.c.reason == reason))
+
+
 async def mark_live_from(conn: AsyncConnection, network: str, addresses: Sequence[str], block: int) -> None:
     """Record the first block the live follower covers for newly seen addresses."""
     if addresses:

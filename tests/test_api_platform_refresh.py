@@ -12,11 +12,11 @@ from decimal import Decimal
 import pytest
 
 from tests import test_api_platforms
+from tests.support.platforms import load_platforms
 from tests.test_api_platforms import EMPLOYER, PLATFORM, START, Env, assert_error
 from tests.test_api_transactions import add_wallet
 from vip.api.jsonio import dumps, loads
 from vip.config import DEFAULT_CONFIG_DIR, DEV_TOKEN_KEY, load_settings
-from vip.platforms import load_platforms
 from vip.reports.inputs import income_inputs
 from vip.store.tables import connections, income_records, outbox_events, platform_tokens, vip_reports
 from vip.token_cipher import TokenCipher, TokenUnreadable

@@ -24,12 +24,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tests.support.api import ApiHarness
 from tests.support.fake_platform import FakeAccount, FakePlatform
 from tests.support.openapi_check import conformance_middleware
+from tests.support.platforms import DEFAULT_PLATFORMS_FILE, load_platforms
 from vip.api.app import create_app
 from vip.api.context import CLOCK
 from vip.api.jsonio import dumps, iso, loads
-from vip.config import ApiConfig, Settings
-from vip.connections.platform_oauth import PLATFORMS, sign_state
-from vip.platforms import DEFAULT_PLATFORMS_FILE, PlatformConfig, load_platforms
+from vip.config import ApiConfig, PlatformConfig, Settings
+from vip.connections.platform_oauth import sign_state
 from vip.store.tables import connections, income_records, oauth_states, outbox_events
 
 PLATFORM = "paystream"
@@ -123,11 +123,12 @@ async def env(aiohttp_client, database_url: str, engine: AsyncEngine,
     # The socket is bound first, so the app's public_base_url is its real address.
     sock = get_port_socket("127.0.0.1", 0, socket.AF_INET)
     base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    settings = Settings(api=ApiConfig(public_base_url=base_url, state_secret=STATE_SECRET))
+    platforms = load_platforms(overrides={PLATFORM: {**fake.endpoints(), "timeout_s": 5.0}},
+                               environ={"VIP_PLATFORM_PAYSTREAM_SECRET": CLIENT_SECRET})
+    settings = Settings(api=ApiConfig(public_base_url=base_url, state_secret=STATE_SECRET),
+                        platforms=platforms)
     app = create_app(settings, database_url)
-    registry = load_platforms(overrides={PLATFORM: {**fake.endpoints(), "timeout_s": 5.0}},
-                              environ={"VIP_PLATFORM_PAYSTREAM_SECRET": CLIENT_SECRET})
-    app[PLATFORMS] = registry  # the routes read it per request: a test may swap a platform's entry
+    registry = settings.platforms  # the routes read it per request: a test may swap a platform's entry
     clock = FakeClock(START)
 
     async def use_test_clock(app) -> None:  # runs after the app's own resources are set up

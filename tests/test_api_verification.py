@@ -9,10 +9,10 @@ from decimal import Decimal
 from sqlalchemy import insert, select, update
 
 from tests.support.api import ApiHarness
+from tests.support.platforms import load_platforms
 from tests.test_api_transactions import add_transfers, add_wallet, transfer
 from vip.api.jsonio import dumps, loads
 from vip.clock import WallClock
-from vip.platforms import load_platforms
 from vip.reports.vip_reports import request_report
 from vip.reports.worker import VipReportJob
 from vip.store.tables import chain_cursors, connections, outbox_events, users, vip_reports

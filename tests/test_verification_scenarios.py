@@ -17,10 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import running_indexer, wait_synced
+from tests.support.platforms import load_platforms
 from tests.support.verification import USDC, Borrower, month_after, months_after, new_borrower, noon
 from vip.clock import clock_for
 from vip.config import CircularFlowConfig, VerificationConfig
-from vip.platforms import load_platforms
 from vip.reports.worker import VipReportJob
 from vip.store.tables import vip_reports
 

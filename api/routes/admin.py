@@ -11,7 +11,6 @@ from vip.accounts import keys
 from vip.api.context import ENGINE, KEY_CACHE, principal, requires
 from vip.api.jsonio import iso, json_response
 from vip.api.validation import Body, read_body
-from vip.errors import NotFound
 
 routes = web.RouteTableDef()
 
@@ -36,17 +35,15 @@ def key_json(info: keys.KeyInfo) -> dict[str, Any]:
 @requires("admin")
 async def create_key(request: web.Request) -> web.Response:
     body = await read_body(request, CreateKey)
-    async with request.app[ENGINE].begin() as conn:
-        secret, info = await keys.create_key(conn, principal(request).organisation_id, body.scopes,
-                                             body.description)
+    secret, info = await keys.issue_key(request.app[ENGINE], principal(request).organisation_id, body.scopes,
+                                        body.description)
     return json_response({"api_key": {**key_json(info), "secret": secret}}, status=201)
 
 
 @routes.get("/v1/api-keys")
 @requires("admin")
 async def list_keys(request: web.Request) -> web.Response:
-    async with request.app[ENGINE].connect() as conn:
-        infos = await keys.list_keys(conn, principal(request).organisation_id)
+    infos = await keys.organisation_keys(request.app[ENGINE], principal(request).organisation_id)
     return json_response({"api_keys": [key_json(i) for i in infos]})
 
 
@@ -54,9 +51,6 @@ async def list_keys(request: web.Request) -> web.Response:
 @requires("admin")
 async def revoke_key(request: web.Request) -> web.Response:
     key_id = request.match_info["key_id"]
-    async with request.app[ENGINE].begin() as conn:
-        info = await keys.revoke_key(conn, principal(request).organisation_id, key_id)
-    if info is None:
-        raise NotFound(f"no API key {key_id}", {"key_id": key_id})
-    request.app[KEY_CACHE].forget_key(key_id)
+    info = await keys.revoke_organisation_key(request.app[ENGINE], principal(request).organisation_id, key_id)
+    request.app[KEY_CACHE].forget_key(key_id)  # this process's cache; others' entries lapse by themselves
     return json_response({"api_key": key_json(info)})

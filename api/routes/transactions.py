@@ -18,7 +18,7 @@ Parameters (all validated; an unknown or repeated parameter is a 400):
 - cursor: `pagination.cursor` of the previous page, unchanged, with the same filters (else 400); the
   limit may change between pages. `pagination.cursor` is null when `has_more` is false.
 
-The query itself and the cursor format: `api.transactions_query`.
+The query itself and the cursor format: `vip.transactions.query`.
 """
 
 from __future__ import annotations
@@ -30,22 +30,12 @@ from typing import Literal
 from aiohttp import web
 from pydantic import Field, field_validator
 
-from vip.accounts.users import load_user
 from vip.api.context import ENGINE, SETTINGS, principal, requires
 from vip.api.jsonio import json_response
 from vip.api.validation import Query, read_query
-from vip.errors import NotFound, ValidationFailed
-from vip.store.engine import autocommit_connection
-from vip.transactions.query import (
-    FILTERED_CLASSES,
-    Filters,
-    Position,
-    active_wallets,
-    decode_cursor,
-    encode_cursor,
-    transactions_json,
-    transactions_query,
-)
+from vip.errors import ValidationFailed
+from vip.transactions.query import FILTERED_CLASSES, Filters, transactions_json
+from vip.transactions.service import transactions_page
 
 routes = web.RouteTableDef()
 
@@ -137,28 +127,9 @@ async def list_transactions(request: web.Request) -> web.Response:
     query = read_query(request, TransactionsQuery)
     query.check()
     settings = request.app[SETTINGS]
-    filters = query.filters()
-    after = decode_cursor(settings, filters, query.cursor) if query.cursor is not None else None
-    organisation_id = principal(request).organisation_id
-    statement, params = transactions_query(organisation_id, filters, after, query.limit + 1)
-    # One statement is its own snapshot: no transaction needed (and none costs two round trips).
-    async with autocommit_connection(request.app[ENGINE]) as conn:
-        rows = (await conn.execute(statement, params)).all()
-        if not rows:
-            # Rows prove the user and the wallet are the organisation's; without any, check them (404).
-            await load_user(conn, organisation_id, query.user_id)
-            if query.wallet_id is not None:
-                found = await conn.execute(active_wallets(organisation_id, query.user_id, query.wallet_id))
-                if found.first() is None:
-                    raise NotFound(f"no active wallet {query.wallet_id} of user {query.user_id}",
-                                   {"wallet_id": query.wallet_id})
-    has_more = len(rows) > query.limit
-    rows = rows[:query.limit]
-    cursor = None
-    if has_more:
-        last = rows[-1]
-        cursor = encode_cursor(settings, filters, Position(last.block_number, last.log_index, last.wallet_id))
+    page = await transactions_page(request.app[ENGINE], settings, principal(request).organisation_id,
+                                   query.filters(), query.cursor, query.limit)
     return json_response({
-        "transactions": transactions_json(rows, query.user_id, settings),
-        "pagination": {"cursor": cursor, "has_more": has_more},
+        "transactions": transactions_json(page.rows, query.user_id, settings),
+        "pagination": {"cursor": page.cursor, "has_more": page.has_more},
     })

@@ -7,21 +7,20 @@ the result (or the parts of it a component needs) down.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
-from eth_utils import to_checksum_address
+from eth_utils import is_address, to_checksum_address
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from vip.resources import default_config_dir
 from vip.token_cipher import decode_key
 
 DEFAULT_CONFIG_DIR = default_config_dir()
-# Files under config/ with typed loaders of their own (vip.platforms), not part of Settings.
-SEPARATE_CONFIG_FILES = frozenset({"platforms.toml"})
 
 # Environment variables the service reads (all of them, in one place).
 ENV_DATABASE_URL = "DATABASE_URL"
@@ -33,6 +32,8 @@ ENV_OPERATOR_KEY = "VIP_OPERATOR_KEY"
 ENV_OPERATOR_KEYSTORE_PASSWORD = "VIP_OPERATOR_KEYSTORE_PASSWORD"
 ENV_TOKEN_KEY = "VIP_TOKEN_KEY"  # encrypts platforms' OAuth tokens at rest (platform tokens)
 ENV_ANVIL_BIN = "VIP_ANVIL_BIN"  # the local chain's binary (`vip dev` and the test plugin only)
+# Also read: each network's `rpc_url_env` and each platform's `client_secret_env`, variables the
+# configuration files name (`VIP_RPC_ETHEREUM`, `VIP_PLATFORM_PAYSTREAM_SECRET`, ...).
 
 
 def anvil_override(environ: Mapping[str, str] | None = None) -> str | None:
@@ -192,6 +193,81 @@ class WebhookConfig(_Strict):
     lease_margin_s: float = Field(default=60.0, gt=0)
 
 
+# --- OAuth platforms --------------------------------------------------------------------------------------
+# The off-chain data platforms a user connects by OAuth (config/platforms.toml): per platform its kind,
+# OAuth endpoints, client id, the *name* of the variable holding its client secret (never the secret
+# itself), the spec's scopes and its known disbursement wallets (the whitelist inbound origins are checked
+# against).
+
+PLATFORM_ID = re.compile(r"^[a-z0-9_-]{2,40}$")
+_SCOPE = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # RFC 6749 scope-token characters
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+_HTTP_URL = re.compile(r"^https?://[^\s/?#]+(/[^\s#]*)?$")
+
+# Kinds of the seven OAuth platforms (the spec's table: payroll, neobank, exchange).
+OAuthSourceType = Literal["payroll", "neobank_account", "exchange_account"]
+
+
+class PlatformConfig(_Strict):
+    """One OAuth platform. `id` is the lowercase identifier clients pass as `platform`."""
+
+    id: str = ""  # filled from the table name (Settings)
+    name: str = Field(min_length=1, max_length=100)  # display name
+    source_type: OAuthSourceType
+    authorize_url: str
+    token_url: str
+    records_url: str
+    client_id: str = Field(min_length=1, max_length=200)
+    client_secret_env: str
+    # Space-separated, sent as the `scope` parameter exactly as written here.
+    scopes: str
+    whitelisted_addresses: tuple[str, ...] = ()
+    # One HTTP call to the platform (token exchange, one page of records) may take at most this long.
+    timeout_s: float = Field(default=10.0, gt=0, le=120)
+    # A pull that needs more pages or records than this is treated as a failed sync.
+    max_pages: int = Field(default=200, ge=1)
+    max_records: int = Field(default=20_000, ge=1)
+    # The whole pull (token exchange and every page) may take at most this long.
+    sync_timeout_s: float = Field(default=60.0, gt=0, le=600)
+    # Read by load_settings from the variable `client_secret_env` names; never from a file.
+    client_secret: SecretStr = Field(default=SecretStr(""), exclude=True)
+
+    @field_validator("authorize_url", "token_url", "records_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not _HTTP_URL.match(value):
+            raise ValueError("must be an absolute http(s) URL without a fragment")
+        return value
+
+    @field_validator("client_secret_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        if not _ENV_NAME.match(value):
+            raise ValueError("must be an environment variable name (upper-case letters, digits, _)")
+        return value
+
+    @field_validator("scopes")
+    @classmethod
+    def _scopes(cls, value: str) -> str:
+        if not value or any(not _SCOPE.match(token) for token in value.split(" ")):
+            raise ValueError("must be scope tokens separated by single spaces")
+        return value
+
+    @field_validator("whitelisted_addresses")
+    @classmethod
+    def _addresses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for address in value:
+            if not is_address(address) or address != address.lower():
+                raise ValueError(f"{address!r} is not a lower-case 0x address")
+        if len(set(value)) != len(value):
+            raise ValueError("addresses are listed more than once")
+        return value
+
+    @property
+    def scope_list(self) -> list[str]:
+        return self.scopes.split(" ")
+
+
 class Settings(_Strict):
     database_url: str | None = None
     log_format: Literal["console", "json"] = "console"
@@ -203,6 +279,16 @@ class Settings(_Strict):
     disbursement: DisbursementConfig = DisbursementConfig()
     verification: VerificationConfig = Field(default_factory=lambda: VerificationConfig())
     webhooks: WebhookConfig = WebhookConfig()
+    # Platform id -> its OAuth configuration; none unless loaded (load_settings reads the shipped ones).
+    platforms: dict[str, PlatformConfig] = {}
+
+    @field_validator("platforms")
+    @classmethod
+    def _name_platforms(cls, value: dict[str, PlatformConfig]) -> dict[str, PlatformConfig]:
+        for pid in value:
+            if not PLATFORM_ID.match(pid):
+                raise ValueError(f"platform identifier {pid!r} must match {PLATFORM_ID.pattern}")
+        return {pid: p if p.id == pid else p.model_copy(update={"id": pid}) for pid, p in value.items()}
 
     @model_validator(mode="after")
     def _name_networks(self) -> Settings:
@@ -230,7 +316,12 @@ def deep_merge(base: dict, overlay: Mapping) -> dict:
 
 def _read_toml(path: Path) -> dict:
     with path.open("rb") as fh:
-        return tomllib.load(fh)
+        raw = tomllib.load(fh)
+    for pid, table in raw.get("platforms", {}).items():
+        if isinstance(table, Mapping) and "client_secret" in table:
+            raise ValueError(f"{path}: platforms.{pid}.client_secret: secrets never go in a file; "
+                             "name the environment variable in client_secret_env")
+    return raw
 
 
 def load_settings(
@@ -238,12 +329,18 @@ def load_settings(
     extra_files: list[Path] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
-    """Read `config_dir/*.toml`, then overlay files (from `extra_files` and `$VIP_CONFIG`), then env."""
+    """Read `config_dir/*.toml`, then overlay files (from `extra_files` and `$VIP_CONFIG`), then env.
+
+    The layering is written out here rather than left to pydantic-settings: most variables do not
+    follow from a field's path (DATABASE_URL, VIP_STATE_SECRET -> api.state_secret), networks and
+    platforms name their own variables in the files (`rpc_url_env`, `client_secret_env`), tests pass
+    `environ`, and a BaseSettings would read the process environment again each time anything builds a
+    Settings (tests, benches, model_copy), where this reads it once, here.
+    """
     env = os.environ if environ is None else environ
     raw: dict = {}
     for path in sorted(config_dir.glob("*.toml")):
-        if path.name not in SEPARATE_CONFIG_FILES:
-            raw = deep_merge(raw, _read_toml(path))
+        raw = deep_merge(raw, _read_toml(path))
     overlays = list(extra_files or [])
     overlays += [Path(p) for p in env.get(ENV_CONFIG_FILES, "").split(os.pathsep) if p]
     for path in overlays:
@@ -253,6 +350,11 @@ def load_settings(
         var = network.get("rpc_url_env")
         if var and not network.get("rpc_url") and env.get(var):
             network["rpc_url"] = env[var]
+    for platform in raw.get("platforms", {}).values():
+        # An unset variable is an empty secret (dev and tests: no real platform is called).
+        var = platform.get("client_secret_env") if isinstance(platform, Mapping) else None
+        if isinstance(var, str):
+            platform["client_secret"] = env.get(var, "")
     if env.get(ENV_DATABASE_URL):
         raw["database_url"] = env[ENV_DATABASE_URL]
     if env.get(ENV_LOG_FORMAT):

@@ -19,7 +19,6 @@ from vip.indexer.fetcher import LogFetcher
 from vip.indexer.follower import Follower
 from vip.indexer.ranges import AdaptiveRange
 from vip.payments.worker import payment_tasks
-from vip.platforms import load_platforms
 from vip.reports.worker import VipReportJob  # verification: VIP generation job
 from vip.store.engine import create_engine
 from vip.webhooks.delivery import DeliveryWorker
@@ -90,7 +89,7 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
     tasks += payment_tasks(settings, engine, {n.name: r for n, r in zip(chosen, rpcs, strict=True)}, clock,
                            stop)
     # Verification: the VIP generation job (not bound to a network; several daemons share its rows).
-    vip_job = VipReportJob(settings, engine, clock, load_platforms())
+    vip_job = VipReportJob(settings, engine, clock, settings.platforms)
     tasks.append(asyncio.create_task(vip_job.run(stop), name="vip-report-job"))
     # Webhooks (issue 6): the retry schedule runs on the wall clock (receivers recover in real time, not in
     # chain time). The worker stops on `stop` by itself, letting attempts under way finish.

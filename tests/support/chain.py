@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from eth_abi import encode
 from web3 import Web3
 
+from tests.support.platforms import load_platforms
 from vip.chain.contracts import APPROVAL_TOPIC, TRANSFER_TOPIC
 from vip.config import IndexerConfig, NetworkConfig, RpcConfig, Settings, TokenConfig
 from vip.devstack.anvil import AnvilNode
@@ -139,10 +140,11 @@ def local_network(node_url: str, chain_id: int, contracts: LocalContracts, *, na
 
 
 def indexer_settings(*networks: NetworkConfig, timeout_s: float = 2.0) -> Settings:
-    """Settings tuned for tests: quick polls, short time-outs and backoffs."""
+    """Settings tuned for tests: quick polls, short time-outs and backoffs; the shipped OAuth platforms."""
     return Settings(
         networks={n.name: n for n in networks},
         rpc=RpcConfig(timeout_s=timeout_s, max_attempts=4, backoff_base_s=0.01, backoff_cap_s=0.2,
                       max_requests_per_s=2000, min_requests_per_s=50),
         indexer=IndexerConfig(lag_grace_s=0.5, max_logs_per_batch=5000),
+        platforms=load_platforms(),
     )

@@ -1,10 +1,11 @@
 """A data platform of our own, on loopback HTTP: the OAuth authorization and token endpoints and the paged
-records endpoint, behaving as the service expects a platform to (see api/platform_oauth.py), and
+records endpoint, behaving as the service expects a platform to (see vip.connections.platform_oauth), and
 misbehaving on demand (consent denied, slow pages, a 503 or garbage on page N, refused client secret).
 
     fake = FakePlatform(client_id="vip-paystream", client_secret="s3cret", scopes="...")
     await fake.start()
-    registry = load_platforms(overrides={"paystream": fake.endpoints()}, environ={...: "s3cret"})
+    platforms = load_platforms(overrides={"paystream": fake.endpoints()}, environ={...: "s3cret"})
+    settings = Settings(..., platforms=platforms)  # load_platforms: tests.support.platforms
 """
 
 from __future__ import annotations

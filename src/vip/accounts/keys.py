@@ -12,8 +12,9 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from vip.errors import NotFound
 from vip.ids import new_id
 from vip.store.tables import api_keys, organisations
 
@@ -90,6 +91,30 @@ async def revoke_key(conn: AsyncConnection, organisation_id: str, key_id: str) -
         api_keys.c.id == key_id, api_keys.c.organisation_id == organisation_id,
     ).values(revoked_at=func.coalesce(api_keys.c.revoked_at, func.now())).returning(*api_keys.c))).first()
     return _info(row) if row else None
+
+
+# --- the admin endpoints' service: one transaction each ----------------------------------------------------
+
+
+async def issue_key(engine: AsyncEngine, organisation_id: str, scopes: list[str],
+                    description: str | None) -> tuple[str, KeyInfo]:
+    """A new key of the organisation: its secret (shown once) and its listing."""
+    async with engine.begin() as conn:
+        return await create_key(conn, organisation_id, scopes, description)
+
+
+async def organisation_keys(engine: AsyncEngine, organisation_id: str) -> list[KeyInfo]:
+    async with engine.connect() as conn:
+        return await list_keys(conn, organisation_id)
+
+
+async def revoke_organisation_key(engine: AsyncEngine, organisation_id: str, key_id: str) -> KeyInfo:
+    """Revoke one of the organisation's keys (again: no change); 404 for a key not of the organisation."""
+    async with engine.begin() as conn:
+        info = await revoke_key(conn, organisation_id, key_id)
+    if info is None:
+        raise NotFound(f"no API key {key_id}", {"key_id": key_id})
+    return info
 
 
 async def authenticate(conn: AsyncConnection, secret: str) -> Principal | None:

@@ -26,25 +26,20 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import ROUND_DOWN, Decimal, InvalidOperation
-from functools import cache
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import aiohttp
 import structlog
-from aiohttp import web
 from eth_utils import is_checksum_address
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from yarl import URL
 
+from vip.config import PlatformConfig
 from vip.errors import ApiError, PlatformSyncFailed
 from vip.formats import loads
-from vip.platforms import PlatformConfig, load_platforms
 
 log = structlog.get_logger(__name__)
-
-# The platform registry of the app; tests set it before the app starts. Unset: config/platforms.toml.
-PLATFORMS = web.AppKey("platforms", dict)
 
 STATE_TTL = timedelta(minutes=10)
 STATE_RETENTION = timedelta(days=1)  # spent or expired states are kept this long, then pruned
@@ -73,20 +68,6 @@ def sync_failed(platform: PlatformConfig, reason: str, **details: Any) -> Platfo
     log.warning("platform sync failed", platform=platform.id, reason=reason, **details)
     return PlatformSyncFailed(f"current data could not be retrieved from {platform.id}: {reason}",
                               {"platform": platform.id, "reason": reason, **details})
-
-
-# --- registry -----------------------------------------------------------------------------------------------
-
-
-@cache
-def _shipped_platforms() -> dict[str, PlatformConfig]:
-    return load_platforms()
-
-
-def platform_registry(app: web.Application) -> dict[str, PlatformConfig]:
-    """The app's platforms: `app[PLATFORMS]` when set, else config/platforms.toml (loaded once)."""
-    registry = app.get(PLATFORMS)
-    return registry if registry is not None else _shipped_platforms()
 
 
 # --- state --------------------------------------------------------------------------------------------------

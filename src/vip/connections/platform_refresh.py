@@ -10,18 +10,19 @@ Direct-push connections have no token and are not pulled: their data is what the
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import aiohttp
 import structlog
-from aiohttp import web
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from vip.api.context import ENGINE, HTTP, SETTINGS
-from vip.api.routes.platforms import resync_platform_connection
+from vip.config import PlatformConfig, Settings
 from vip.connections import platform_tokens
-from vip.connections.platform_oauth import PulledAccount, platform_registry, repull_account, sync_failed
+from vip.connections.platform_oauth import PulledAccount, repull_account, sync_failed
 from vip.connections.platform_tokens import OAuthConnection
+from vip.connections.store import resync_platform_connection
 from vip.errors import PlatformSyncFailed
 from vip.token_cipher import TokenCipher, TokenUnreadable
 
@@ -34,9 +35,9 @@ class Repulled:
     account: PulledAccount
 
 
-async def _repull(app: web.Application, cipher: TokenCipher, target: OAuthConnection,
-                  now: datetime) -> Repulled:
-    platform = platform_registry(app).get(target.provider)
+async def _repull(session: aiohttp.ClientSession, platforms: Mapping[str, PlatformConfig],
+                  cipher: TokenCipher, target: OAuthConnection, now: datetime) -> Repulled:
+    platform = platforms.get(target.provider)
     if platform is None:
         raise PlatformSyncFailed(f"current data could not be retrieved from {target.provider}: the platform "
                                  "is no longer offered", {"platform": target.provider,
@@ -46,24 +47,26 @@ async def _repull(app: web.Application, cipher: TokenCipher, target: OAuthConnec
     except TokenUnreadable as exc:  # the token key changed: only a reconnection gives a new token
         raise sync_failed(platform, "the kept access token cannot be read; reconnect the platform",
                           connection_id=target.connection_id) from exc
-    account = await repull_account(app[HTTP], platform, token, now.astimezone(UTC).date())
+    account = await repull_account(session, platform, token, now.astimezone(UTC).date())
     if account.account_id != target.account_id:
         raise sync_failed(platform, "the access token now opens another account",
                           connection_id=target.connection_id)
     return Repulled(target, account)
 
 
-async def repull_platforms(app: web.Application, organisation_id: str, user_id: str,
+async def repull_platforms(engine: AsyncEngine, session: aiohttp.ClientSession, settings: Settings,
+                           platforms: Mapping[str, PlatformConfig], organisation_id: str, user_id: str,
                            now: datetime) -> list[Repulled]:
-    """Pull every OAuth platform connection of the user again; nothing is written."""
-    async with app[ENGINE].connect() as conn:
+    """Pull every OAuth platform connection of the user again with `session`, each from its platform in
+    `platforms` (tokens opened with `settings.api.token_key`); nothing is written."""
+    async with engine.connect() as conn:
         targets = await platform_tokens.oauth_connections(conn, organisation_id, user_id)
     if not targets:
         return []
-    cipher = TokenCipher.from_text(app[SETTINGS].api.token_key.get_secret_value())
+    cipher = TokenCipher.from_text(settings.api.token_key.get_secret_value())
     try:
         async with asyncio.TaskGroup() as group:  # the first failure cancels the other pulls
-            tasks = [group.create_task(_repull(app, cipher, t, now)) for t in targets]
+            tasks = [group.create_task(_repull(session, platforms, cipher, t, now)) for t in targets]
     except* PlatformSyncFailed as failures:
         raise failures.exceptions[0] from None
     pulled = [task.result() for task in tasks]

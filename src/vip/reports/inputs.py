@@ -12,9 +12,8 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import and_, func, or_, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vip.config import Settings
+from vip.config import PlatformConfig, Settings
 from vip.indexer.store import add_watched_address
-from vip.platforms import PlatformConfig
 from vip.store.tables import (
     address_balances,
     chain_cursors,

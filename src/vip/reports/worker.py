@@ -16,9 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vip import metrics
 from vip.clock import Clock
-from vip.config import Settings
+from vip.config import PlatformConfig, Settings
 from vip.indexer.loop import run_steps
-from vip.platforms import PlatformConfig
 from vip.reports import inputs as inputs
 from vip.reports import vip_reports
 from vip.store.outbox import record_event

@@ -289,8 +289,9 @@ def transactions_query(organisation_id: str, filters: Filters, after: Position |
 
 @lru_cache(maxsize=65536)
 def checksummed(address: str) -> str:
-    """EIP-55 form of a stored (lower-case 0x hex) address. Same result as `api.serializers.address_out`,
-    about 15 times cheaper and cached: a page shows 100 addresses, mostly the same few."""
+    """EIP-55 form of a stored (lower-case 0x hex) address. Same result as eth_utils'
+    `to_checksum_address`, about 15 times cheaper and cached: a page shows 100 addresses, mostly the same
+    few."""
     body = address[2:].lower()
     digest = keccak(body.encode()).hex()
     return "0x" + "".join(c.upper() if d in "89abcdef" else c for c, d in zip(body, digest, strict=False))

@@ -1,4 +1,4 @@
-"""Resources in the spec's shapes (rows in, JSON-ready dicts out)."""
+"""A connection as the API answers it and its events carry it (`data.object`): one shape for both."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ from typing import Any
 
 from eth_utils import to_checksum_address
 
-from vip.api.jsonio import iso
+from vip.formats import iso
+
+# The spec's list item (GET /v1/connections) keeps these fields of the full connection.
+LIST_FIELDS = ("id", "type", "provider", "identifier", "status", "created_at", "network", "source_type")
 
 
 def address_out(address: str | None) -> str | None:
@@ -15,7 +18,7 @@ def address_out(address: str | None) -> str | None:
 
 
 def connection_json(row) -> dict[str, Any]:
-    """A Connection as create responses and GET /connections show it."""
+    """A Connection as create responses, GET /connections and the connection events show it."""
     is_wallet = row.type == "wallet"
     body: dict[str, Any] = {
         "id": row.id,
@@ -32,3 +35,9 @@ def connection_json(row) -> dict[str, Any]:
     else:
         body["source_type"] = row.source_type
     return body
+
+
+def list_item(row) -> dict[str, Any]:
+    """The spec's list item: id, type, provider, identifier, status, created_at, plus network (wallet)
+    or source_type (platform)."""
+    return {k: v for k, v in connection_json(row).items() if k in LIST_FIELDS}
