@@ -65,6 +65,16 @@ def chain_intent_id(intent_id: str) -> str:
 
 
 @dataclass(frozen=True)
+class Allowance:
+    """What one funding wallet (owner) lets one disbursement contract (spender) take of one token."""
+
+    network: str
+    token: str  # addresses lowercase
+    owner: str
+    spender: str
+
+
+@dataclass(frozen=True)
 class Reservation:
     intent_id: str
     amount: int  # base units

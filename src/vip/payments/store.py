@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Interval, bindparam, func, select, update
+from sqlalchemy import Interval, and_, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip import metrics
@@ -104,6 +104,54 @@ async def expire_due(conn: AsyncConnection, now: datetime, limit: int = 500) -> 
                            organisation_id=row.organisation_id)
         metrics.PAYMENT_INTENTS.labels(row.network, rules.EXPIRED).inc()
     return len(rows)
+
+
+def _of_allowance(allowance: rules.Allowance):
+    return and_(payment_intents.c.network == allowance.network,
+                payment_intents.c.token_address == allowance.token,
+                payment_intents.c.funding_wallet == allowance.owner,
+                payment_intents.c.contract_address == allowance.spender)
+
+
+async def awaited_allowances(conn: AsyncConnection, network: str, now: datetime) -> list[rules.Allowance]:
+    """The allowances that intents of the network still wait for."""
+    rows = await conn.execute(select(
+        payment_intents.c.token_address, payment_intents.c.funding_wallet, payment_intents.c.contract_address,
+    ).where(payment_intents.c.network == network, payment_intents.c.status == rules.PENDING_APPROVAL,
+            payment_intents.c.expires_at > now).distinct())
+    return [rules.Allowance(network, r.token_address, r.funding_wallet, r.contract_address) for r in rows]
+
+
+async def latest_approval(conn: AsyncConnection, allowance: rules.Allowance, up_to_block: int):
+    """The last indexed Approval that set the allowance, in or before `up_to_block` (tx_hash,
+    block_number), or None."""
+    return (await conn.execute(select(token_approvals.c.tx_hash, token_approvals.c.block_number).where(
+        token_approvals.c.network == allowance.network, token_approvals.c.token_address == allowance.token,
+        token_approvals.c.owner_address == allowance.owner,
+        token_approvals.c.spender_address == allowance.spender, token_approvals.c.block_number <= up_to_block,
+    ).order_by(token_approvals.c.block_number.desc(), token_approvals.c.log_index.desc()).limit(1))).first()
+
+
+async def lock_allowance(conn: AsyncConnection, allowance: rules.Allowance) -> None:
+    """Until the transaction ends, the caller is the only confirmer of this allowance, across daemons."""
+    key = f"allowance:{allowance.network}:{allowance.token}:{allowance.owner}:{allowance.spender}"
+    await conn.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(key, 0))))
+
+
+async def reserved_amount(conn: AsyncConnection, allowance: rules.Allowance) -> int:
+    """Base units the allowance's confirmed, not yet charged intents hold."""
+    return int(await conn.scalar(select(func.coalesce(func.sum(payment_intents.c.amount), 0)).where(
+        _of_allowance(allowance), payment_intents.c.status == rules.APPROVAL_CONFIRMED)) or 0)
+
+
+async def waiting_reservations(conn: AsyncConnection, allowance: rules.Allowance,
+                               now: datetime) -> list[rules.Reservation]:
+    """The allowance's intents still waiting for approval, oldest first."""
+    rows = await conn.execute(select(payment_intents.c.id, payment_intents.c.amount).where(
+        _of_allowance(allowance), payment_intents.c.status == rules.PENDING_APPROVAL,
+        payment_intents.c.expires_at > now,
+    ).order_by(payment_intents.c.seq))
+    return [rules.Reservation(r.id, int(r.amount)) for r in rows]
 
 
 async def oldest_pending_approval(conn: AsyncConnection, now: datetime) -> datetime | None:
