@@ -1,7 +1,7 @@
 """Payment intents and charges in PostgreSQL: reads, state changes with their events (one transaction
-each), the lease an executor holds on a pending charge, and the lookups of other features' rows that
-intents and charges are checked against (users' wallets, organisations' funding wallets, indexed
-approvals)."""
+each), what approval confirmation reads and locks of an allowance, the lease an executor holds on a
+pending charge, and the lookups of other features' rows that intents and charges are checked against
+(users' wallets, organisations' funding wallets, indexed approvals)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ async def charge_of_intent(conn: AsyncConnection, intent_id: str):
     return (await conn.execute(select(charges).where(charges.c.payment_intent_id == intent_id))).first()
 
 
-# --- what an intent or a charge is checked against --------------------------------------------------
+# --- what an intent or a charge is checked against -----------------------------------------------------
 
 async def default_funding_wallet(conn: AsyncConnection, organisation_id: str) -> str | None:
     return await conn.scalar(select(organisations.c.default_funding_wallet)
@@ -106,6 +106,13 @@ async def expire_due(conn: AsyncConnection, now: datetime, limit: int = 500) -> 
     return len(rows)
 
 
+async def oldest_pending_approval(conn: AsyncConnection, now: datetime) -> datetime | None:
+    return await conn.scalar(select(func.min(payment_intents.c.created_at)).where(
+        payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at > now))
+
+
+# --- allowances: which waiting intents an approval confirms --------------------------------------------
+
 def _of_allowance(allowance: rules.Allowance):
     return and_(payment_intents.c.network == allowance.network,
                 payment_intents.c.token_address == allowance.token,
@@ -152,11 +159,6 @@ async def waiting_reservations(conn: AsyncConnection, allowance: rules.Allowance
         payment_intents.c.expires_at > now,
     ).order_by(payment_intents.c.seq))
     return [rules.Reservation(r.id, int(r.amount)) for r in rows]
-
-
-async def oldest_pending_approval(conn: AsyncConnection, now: datetime) -> datetime | None:
-    return await conn.scalar(select(func.min(payment_intents.c.created_at)).where(
-        payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at > now))
 
 
 # --- charges -------------------------------------------------------------------------------------------
