@@ -20,7 +20,7 @@ from tests.support.webhooks import ManualClock, Receiver
 from vip.clock import WallClock
 from vip.config import WebhookConfig
 from vip.store.outbox import record_event
-from vip.webhooks.delivery import DeliveryWorker
+from vip.webhooks.worker import DeliveryWorker
 
 CREATED = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 

@@ -41,6 +41,7 @@ from vip.payments import store
 from vip.payments.charges import ChargeExecutor
 from vip.payments.disburser import Disburser, Payout
 from vip.payments.rules import chain_intent_id
+from vip.payments.shapes import charge_json
 from vip.payments.worker import ChargeCompleter, IntentExpirer
 from vip.store.tables import charges, disbursement_transactions
 
@@ -70,7 +71,7 @@ class Restarted:
             await self.completer.step()
             charge, intent = await load(api, charge_id)
             if charge.status != "pending":
-                return store.charge_json(charge, intent)
+                return charge_json(charge, intent)
             await asyncio.sleep(0.02)
         raise AssertionError(f"charge {charge_id} still pending")
 

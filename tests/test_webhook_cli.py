@@ -14,7 +14,7 @@ from vip.clock import WallClock
 from vip.config import WebhookConfig
 from vip.store.outbox import record_event
 from vip.store.tables import webhook_deliveries, webhook_endpoints
-from vip.webhooks.delivery import DeliveryWorker
+from vip.webhooks.worker import DeliveryWorker
 
 
 def vip(*args: str, database_url: str, expect: int = 0) -> subprocess.CompletedProcess:

@@ -18,7 +18,7 @@ from vip.config import WebhookConfig
 from vip.devstack.anvil import free_port
 from vip.store.outbox import record_event
 from vip.webhooks import events, store
-from vip.webhooks.delivery import DeliveryWorker
+from vip.webhooks.worker import DeliveryWorker
 
 CONFIG = WebhookConfig(allow_http=True)
 CONNECTION = {"id": "con_1", "user_id": "usr_1", "type": "wallet", "status": "revoked"}

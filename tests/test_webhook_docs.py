@@ -17,7 +17,7 @@ from vip.config import WebhookConfig
 from vip.store.outbox import record_event
 from vip.webhooks import store
 from vip.webhooks.catalogue import EVENT_TYPES
-from vip.webhooks.delivery import DeliveryWorker
+from vip.webhooks.worker import DeliveryWorker
 
 DOC = (Path(__file__).resolve().parent.parent / "docs" / "webhooks.md").read_text()
 

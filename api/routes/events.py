@@ -3,8 +3,6 @@ POST /v1/events/{id}/replay (scope `admin`): lenders can reconcile by polling as
 
 from __future__ import annotations
 
-import base64
-import binascii
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -13,14 +11,11 @@ from pydantic import Field
 
 from vip.api.context import ENGINE, principal, requires
 from vip.api.jsonio import iso, json_response
-from vip.api.routes.webhooks import WALL
 from vip.api.validation import Query, read_query
-from vip.errors import NotFound, Unprocessable, ValidationFailed
 from vip.store.outbox import envelope
-from vip.webhooks import events
+from vip.webhooks import events, service
 
 routes = web.RouteTableDef()
-CURSOR_PREFIX = "evt:"
 
 
 class ListEvents(Query):
@@ -37,21 +32,6 @@ def _utc(ts: datetime | None) -> datetime | None:
     return ts.replace(tzinfo=UTC) if ts is not None and ts.tzinfo is None else ts
 
 
-def encode_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"{CURSOR_PREFIX}{seq}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> int:
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if not text.startswith(CURSOR_PREFIX):
-            raise ValueError(text)
-        return int(text.removeprefix(CURSOR_PREFIX))
-    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-        raise ValidationFailed("invalid cursor: use the cursor of the previous response unchanged",
-                               {"cursor": "not a cursor"}) from exc
-
-
 def event_json(row) -> dict[str, Any]:
     return {**envelope(row), "delivery_status": row.delivery_status}
 
@@ -66,12 +46,8 @@ def delivery_json(row, attempts: list) -> dict[str, Any]:
     }
 
 
-async def _detail(conn, organisation_id: str, event_id: str) -> dict[str, Any]:
-    row = await events.load_event(conn, organisation_id, event_id)
-    if row is None:
-        raise NotFound(f"no event {event_id}", {"event_id": event_id})
-    deliveries = await events.deliveries_of(conn, event_id)
-    return {**event_json(row), "deliveries": [delivery_json(d, a) for d, a in deliveries]}
+def event_detail_json(detail: service.EventDetail) -> dict[str, Any]:
+    return {**event_json(detail.event), "deliveries": [delivery_json(d, a) for d, a in detail.deliveries]}
 
 
 @routes.get("/v1/events")
@@ -80,34 +56,23 @@ async def list_events(request: web.Request) -> web.Response:
     query = read_query(request, ListEvents)
     filters = events.EventFilters(query.type, _utc(query.created_from), _utc(query.created_to),
                                   query.delivery_status)
-    before = decode_cursor(query.cursor) if query.cursor else None
-    async with request.app[ENGINE].connect() as conn:
-        rows, more = await events.list_events(conn, principal(request).organisation_id, filters, before,
-                                              query.limit)
-    cursor = encode_cursor(rows[-1].seq) if more and rows else None
-    return json_response({"events": [event_json(r) for r in rows],
-                          "pagination": {"cursor": cursor, "has_more": more}})
+    page = await service.list_events(request.app[ENGINE], principal(request).organisation_id, filters,
+                                     query.cursor, query.limit)
+    return json_response({"events": [event_json(r) for r in page.events],
+                          "pagination": {"cursor": page.next_cursor, "has_more": page.has_more}})
 
 
 @routes.get("/v1/events/{event_id}")
 @requires("admin")
 async def get_event(request: web.Request) -> web.Response:
-    async with request.app[ENGINE].connect() as conn:
-        body = await _detail(conn, principal(request).organisation_id, request.match_info["event_id"])
-    return json_response({"event": body})
+    detail = await service.get_event(request.app[ENGINE], principal(request).organisation_id,
+                                     request.match_info["event_id"])
+    return json_response({"event": event_detail_json(detail)})
 
 
 @routes.post("/v1/events/{event_id}/replay")
 @requires("admin")
 async def replay_event(request: web.Request) -> web.Response:
-    event_id = request.match_info["event_id"]
-    org = principal(request).organisation_id
-    async with request.app[ENGINE].begin() as conn:
-        queued = await events.replay(conn, org, event_id, await WALL.now())
-        if queued is None:
-            raise NotFound(f"no event {event_id}", {"event_id": event_id})
-        body = await _detail(conn, org, event_id)
-    if queued == 0 and body["delivery_status"] != "pending":
-        raise Unprocessable("no webhook endpoint of the organisation receives this event type",
-                            {"type": body["type"]}, code="ERR_NO_WEBHOOK_ENDPOINT")
-    return json_response({"event": body}, status=202)
+    detail = await service.replay_event(request.app[ENGINE], principal(request).organisation_id,
+                                        request.match_info["event_id"])
+    return json_response({"event": event_detail_json(detail)}, status=202)

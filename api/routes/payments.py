@@ -2,39 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from decimal import Context, Decimal
 from typing import Any
 
-import structlog
 from aiohttp import web
 from eth_utils import is_checksum_address
 from pydantic import Field, field_validator
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
-from vip.accounts.users import load_user
 from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
 from vip.api.jsonio import json_response
 from vip.api.validation import Body, read_body
-from vip.chain.operator import OperatorKeyMissing, load_operator
-from vip.chain.rpc import RpcClient
-from vip.config import NetworkConfig, Settings
-from vip.errors import ApiError, Conflict, NotFound, Unprocessable, ValidationFailed
-from vip.ids import new_id
-from vip.indexer.store import add_watched_address
-from vip.payments import rules, store
+from vip.payments import service
 from vip.payments.charges import ChargeExecutor
-from vip.store.tables import connections, organisations, token_approvals
+from vip.payments.rules import CHARGE_PENDING
+from vip.payments.shapes import charge_json, intent_json
 
-log = structlog.get_logger(__name__)
 routes = web.RouteTableDef()
 
 EXECUTOR = web.AppKey("charge_executor", ChargeExecutor)
-# Approvals given before the intent (a standing allowance) are found if they are at most this old.
-APPROVAL_LOOKBACK = timedelta(days=7)
 ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}$"
 
 
@@ -99,179 +85,50 @@ class CreateCharge(Body):
     approval_tx_hash: str = Field(pattern=r"^0x[0-9a-fA-F]{64}$")
 
 
-def _disbursement_network(settings: Settings, name: str, token: str) -> NetworkConfig:
-    network = settings.networks.get(name)
-    usable = [n.name for n in settings.enabled_networks() if n.disbursement_contract]
-    if network is None or not network.enabled or not network.disbursement_contract:
-        raise ValidationFailed(f"network {name} does not disburse",
-                               {"network": f"one of: {', '.join(usable) or '(none configured)'}"})
-    if token not in network.tokens:
-        raise ValidationFailed(f"{token} is not supported on {name}",
-                               {"token": f"one of: {', '.join(sorted(network.tokens))}"})
-    return network
-
-
 @routes.post("/v1/payment-intents")
 @requires("disburse")
 async def create_payment_intent(request: web.Request) -> web.Response:
     body = await read_body(request, CreatePaymentIntent)
-    settings = request.app[SETTINGS]
-    network = _disbursement_network(settings, body.network, body.token)
-    if body.amount_usd > settings.disbursement.max_amount_usd:
-        raise ValidationFailed("amount_usd is above the maximum of a payment intent", {
-            "amount_usd": f"at most {settings.disbursement.max_amount_usd}"})
-    token = network.tokens[body.token]
-    amount = rules.usd_to_base_units(body.amount_usd, token.decimals)
-    org = principal(request).organisation_id
-    now = await request.app[CLOCK].now()
-    recipient = body.recipient_wallet.lower()
-    async with request.app[ENGINE].begin() as conn:
-        await load_user(conn, org, body.user_id)
-        funding = body.funding_wallet or await conn.scalar(
-            select(organisations.c.default_funding_wallet).where(organisations.c.id == org))
-        if not funding:
-            raise Unprocessable("no funding_wallet given and the organisation has no default one",
-                                {"funding_wallet": "required"}, code="ERR_MISSING_FUNDING_WALLET")
-        connected = await conn.scalar(select(connections.c.id).where(
-            connections.c.user_id == body.user_id, connections.c.type == "wallet",
-            connections.c.status == "active", connections.c.network == network.name,
-            connections.c.identifier == recipient))
-        if connected is None:
-            raise Unprocessable("recipient_wallet is not an active connected wallet of this user on "
-                                f"{network.name}", {"recipient_wallet": body.recipient_wallet},
-                                code="ERR_RECIPIENT_NOT_CONNECTED")
-        contract = network.disbursement_contract.lower()  # type: ignore[union-attr]
-        # Approval logs name the contract as spender: watching it indexes every funding wallet's approvals.
-        await add_watched_address(conn, network.name, contract, "spender", start_time=now - APPROVAL_LOOKBACK)
-        row = await store.create_intent(conn, {
-            "id": new_id("pi"), "organisation_id": org, "user_id": body.user_id,
-            "amount_usd": body.amount_usd, "amount": amount, "token": body.token,
-            "token_address": token.address.lower(),
-            "network": network.name, "recipient_wallet": recipient, "funding_wallet": funding.lower(),
-            "contract_address": contract, "metadata": body.metadata,
-            "expires_at": now + timedelta(seconds=settings.disbursement.intent_ttl_s),
-        }, now)
-    return json_response({"payment_intent": store.intent_json(row)}, status=201)
+    intent = await service.create_intent(
+        request.app[ENGINE], request.app[CLOCK], request.app[SETTINGS],
+        organisation_id=principal(request).organisation_id, request=service.IntentRequest(
+            user_id=body.user_id, amount_usd=body.amount_usd, token=body.token, network=body.network,
+            recipient_wallet=body.recipient_wallet, funding_wallet=body.funding_wallet,
+            metadata=body.metadata))
+    return json_response({"payment_intent": intent_json(intent)}, status=201)
 
 
 @routes.get("/v1/payment-intents/{intent_id}")
 @requires("read")
 async def get_payment_intent(request: web.Request) -> web.Response:
-    intent_id = request.match_info["intent_id"]
-    async with request.app[ENGINE].connect() as conn:
-        row = await store.load_intent(conn, intent_id, organisation_id=principal(request).organisation_id)
-    if row is None:
-        raise NotFound(f"no payment intent {intent_id}", {"payment_intent_id": intent_id})
-    return json_response({"payment_intent": store.intent_json(row)})
-
-
-def _not_confirmed(message: str, details: dict[str, Any]) -> ApiError:
-    return Unprocessable(message, details, code="ERR_APPROVAL_NOT_CONFIRMED")
+    intent = await service.get_intent(request.app[ENGINE], principal(request).organisation_id,
+                                      request.match_info["intent_id"])
+    return json_response({"payment_intent": intent_json(intent)})
 
 
 @routes.post("/v1/charges")
 @requires("disburse")
 async def create_charge(request: web.Request) -> web.Response:
     body = await read_body(request, CreateCharge)
-    executor = request.app.get(EXECUTOR)
-    org = principal(request).organisation_id
-    settings = request.app[SETTINGS]
-    now = await request.app[CLOCK].now()
-    approval = body.approval_tx_hash.lower()
-    try:
-        async with request.app[ENGINE].begin() as conn:
-            # The intent's row lock serialises every charge request for it: one wins, the rest see it.
-            intent = await store.load_intent(conn, body.payment_intent_id, organisation_id=org, lock=True)
-            if intent is None:
-                raise NotFound(f"no payment intent {body.payment_intent_id}",
-                               {"payment_intent_id": body.payment_intent_id})
-            existing = await store.charge_of_intent(conn, intent.id)
-            if existing is not None or intent.status in (rules.SUCCEEDED, rules.FAILED):
-                raise Conflict("this payment intent has already been charged", {
-                    "payment_intent_id": intent.id, "charge_id": existing.id if existing else None},
-                    code="ERR_ALREADY_CHARGED")
-            if intent.status == rules.EXPIRED or (intent.status == rules.PENDING_APPROVAL
-                                                  and intent.expires_at <= now):
-                raise ApiError("the payment intent expired before its approval; create a new one",
-                               {"payment_intent_id": intent.id, "expires_at": store.intent_json(intent)[
-                                   "expires_at"]}, code="ERR_PAYMENT_INTENT_EXPIRED", status=410)
-            if intent.status != rules.APPROVAL_CONFIRMED:
-                raise _not_confirmed("the approval of this payment intent is not confirmed on-chain yet",
-                                     {"payment_intent_id": intent.id, "status": intent.status})
-            if not await _is_intent_approval(conn, intent, approval):
-                raise _not_confirmed("approval_tx_hash is not a confirmed approval of this payment intent",
-                                     {"approval_tx_hash": body.approval_tx_hash})
-            if executor is None:
-                raise ApiError("disbursement is not available: no operator key is configured", {},
-                               code="ERR_DISBURSEMENT_UNAVAILABLE", status=503)
-            charge = await store.insert_charge(conn, {
-                "id": new_id("ch"), "organisation_id": org, "payment_intent_id": intent.id,
-                "network": intent.network, "approval_tx_hash": approval, "created_at": now,
-            }, settings.disbursement.lease_s)
-    except IntegrityError as exc:  # unreachable while the row lock holds; the unique column is the backstop
-        raise Conflict("this payment intent has already been charged",
-                       {"payment_intent_id": body.payment_intent_id}, code="ERR_ALREADY_CHARGED") from exc
-    await _execute(request.app, executor, charge.id, settings.disbursement.charge_wait_s)
-    async with request.app[ENGINE].connect() as conn:
-        charge = await store.load_charge(conn, charge.id)
-        intent = await store.load_intent(conn, charge.payment_intent_id)
-    status = 202 if charge.status == rules.CHARGE_PENDING else 201
-    return json_response({"charge": store.charge_json(charge, intent)}, status=status)
-
-
-async def _is_intent_approval(conn, intent, tx_hash: str) -> bool:
-    """The confirming approval, or any indexed Approval of the same owner, spender and token."""
-    if tx_hash == intent.approval_tx_hash:
-        return True
-    found = await conn.scalar(select(token_approvals.c.tx_hash).where(
-        token_approvals.c.network == intent.network, token_approvals.c.tx_hash == tx_hash,
-        token_approvals.c.token_address == intent.token_address,
-        token_approvals.c.owner_address == intent.funding_wallet,
-        token_approvals.c.spender_address == intent.contract_address).limit(1))
-    return found is not None
-
-
-async def _execute(app: web.Application, executor: ChargeExecutor, charge_id: str, wait_s: float) -> None:
-    """Run the charge now, within the request; whatever happens, hand it to the daemon afterwards.
-    Shielded: a client that hangs up does not cut a charge off between signing and recording."""
-    async def run() -> None:
-        try:
-            await executor.advance(charge_id, wait_s)
-        except Exception:
-            log.exception("charge execution failed in the request; the daemon will finish it",
-                          charge_id=charge_id)
-        finally:
-            async with app[ENGINE].begin() as conn:
-                await store.release_charge(conn, charge_id, app[SETTINGS].disbursement.poll_interval_s)
-
-    await asyncio.shield(asyncio.ensure_future(run()))
+    charge, intent = await service.create_charge(
+        request.app[ENGINE], request.app[CLOCK], request.app[SETTINGS], request.app.get(EXECUTOR),
+        organisation_id=principal(request).organisation_id, intent_id=body.payment_intent_id,
+        approval_tx_hash=body.approval_tx_hash)
+    status = 202 if charge.status == CHARGE_PENDING else 201
+    return json_response({"charge": charge_json(charge, intent)}, status=status)
 
 
 @routes.get("/v1/charges/{charge_id}")
 @requires("read")
 async def get_charge(request: web.Request) -> web.Response:
-    charge_id = request.match_info["charge_id"]
-    async with request.app[ENGINE].connect() as conn:
-        charge = await store.load_charge(conn, charge_id, organisation_id=principal(request).organisation_id)
-        if charge is None:
-            raise NotFound(f"no charge {charge_id}", {"charge_id": charge_id})
-        intent = await store.load_intent(conn, charge.payment_intent_id)
-    return json_response({"charge": store.charge_json(charge, intent)})
+    charge, intent = await service.get_charge(request.app[ENGINE], principal(request).organisation_id,
+                                              request.match_info["charge_id"])
+    return json_response({"charge": charge_json(charge, intent)})
 
 
 async def disbursement_resources(app: web.Application) -> AsyncIterator[None]:
-    """The charge executor (operator key, one RPC client per disbursing network), when a key is set."""
-    settings = app[SETTINGS]
-    networks = [n for n in settings.enabled_networks() if n.disbursement_contract]
-    rpcs = {n.name: RpcClient(n.name, n.rpc_url, settings.rpc) for n in networks}  # type: ignore[arg-type]
-    try:
-        operator = load_operator(settings.disbursement)
-    except OperatorKeyMissing as exc:
-        if networks:
-            log.warning("POST /v1/charges answers 503", reason=str(exc))
-    else:
-        if networks:
-            app[EXECUTOR] = ChargeExecutor(settings, app[ENGINE], rpcs, operator, app[CLOCK])
-    yield
-    for rpc in rpcs.values():
-        await rpc.close()
+    """The charge executor of POST /v1/charges, when an operator key is set."""
+    async with service.charge_executor(app[SETTINGS], app[ENGINE], app[CLOCK]) as executor:
+        if executor is not None:
+            app[EXECUTOR] = executor
+        yield

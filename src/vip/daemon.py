@@ -21,7 +21,7 @@ from vip.indexer.ranges import AdaptiveRange
 from vip.payments.worker import payment_tasks
 from vip.reports.worker import VipReportJob  # verification: VIP generation job
 from vip.store.engine import create_engine
-from vip.webhooks.delivery import DeliveryWorker
+from vip.webhooks.worker import DeliveryWorker
 
 log = structlog.get_logger(__name__)
 

@@ -1,1 +1,3 @@
-"""Payment intents and charges: pure rules (`rules`) and their state in PostgreSQL (`store`)."""
+"""Payment intents and charges: pure rules (`rules`), their state in PostgreSQL (`store`), their JSON
+(`shapes`), the API's operations (`service`, which owns exactly once), the charge executor (`charges`,
+`disburser`) and the daemon's jobs (`worker`)."""

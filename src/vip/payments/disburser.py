@@ -2,10 +2,10 @@
 transaction recorded before it is broadcast, receipts reconciled, dropped transactions replaced with the
 same nonce.
 
-Exactly once rests on three locks: one charge per intent (a unique column), one executor per charge at
-a time (a lease), and the contract itself, which refuses an intent id it has paid. A crash anywhere
-leaves either no record (nothing was sent) or a record of every transaction that may have been sent,
-so a restarted executor always finds what it did.
+Its part of exactly once (owned by `vip.payments.service`, whose docstring lists the three locks): a
+crash anywhere leaves either no record (nothing was sent) or a record of every transaction that may have
+been sent, so a restarted executor always finds what it did; and a refusal by the contract of an
+intent it has paid is told apart (`DisburseRejected.already_disbursed`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,24 @@
-"""Pure rules of payment intents: amounts in base units, the on-chain intent id, and which intents one
-allowance may confirm. No I/O."""
+"""Pure rules of payment intents and charges: where and how much an intent may disburse, amounts in base
+units, the on-chain intent id, which intents one allowance may confirm, and when an intent may be
+charged. No I/O."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from eth_utils import keccak
 
+from vip.config import NetworkConfig, Settings
+from vip.errors import ApiError, Conflict, Unprocessable, ValidationFailed
+from vip.formats import iso
+
 USD_DECIMALS = 6
+# Approvals given before the intent (a standing allowance) are found if they are at most this old.
+APPROVAL_LOOKBACK = timedelta(days=7)
 
 # Intent statuses (DESIGN: the expired status is `expired`; after a charge `succeeded` or `failed`).
 PENDING_APPROVAL = "pending_approval"
@@ -19,6 +28,26 @@ SUCCEEDED = "succeeded"
 FAILED = "failed"
 # Charge statuses.
 CHARGE_PENDING = "pending"
+
+
+def disbursement_network(settings: Settings, name: str, token: str) -> NetworkConfig:
+    """The enabled network with a disbursement contract that an intent names, if it carries `token`."""
+    network = settings.networks.get(name)
+    usable = [n.name for n in settings.enabled_networks() if n.disbursement_contract]
+    if network is None or not network.enabled or not network.disbursement_contract:
+        raise ValidationFailed(f"network {name} does not disburse",
+                               {"network": f"one of: {', '.join(usable) or '(none configured)'}"})
+    if token not in network.tokens:
+        raise ValidationFailed(f"{token} is not supported on {name}",
+                               {"token": f"one of: {', '.join(sorted(network.tokens))}"})
+    return network
+
+
+def check_amount(amount_usd: Decimal, maximum_usd: Decimal) -> None:
+    """An intent disburses at most the configured maximum."""
+    if amount_usd > maximum_usd:
+        raise ValidationFailed("amount_usd is above the maximum of a payment intent", {
+            "amount_usd": f"at most {maximum_usd}"})
 
 
 def usd_to_base_units(amount_usd: Decimal, decimals: int) -> int:
@@ -33,6 +62,16 @@ def chain_intent_id(intent_id: str) -> str:
     """The bytes32 the contract remembers for an intent: keccak256 of the intent's id, 0x hex. Derived,
     never random, so every retry of every process names the same intent to the contract."""
     return "0x" + keccak(text=intent_id).hex()
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """What one funding wallet (owner) lets one disbursement contract (spender) take of one token."""
+
+    network: str
+    token: str  # addresses lowercase
+    owner: str
+    spender: str
 
 
 @dataclass(frozen=True)
@@ -56,3 +95,23 @@ def confirmable(allowance: int, reserved: int, waiting: Sequence[Reservation]) -
             chosen.append(item.intent_id)
             left -= item.amount
     return chosen
+
+
+def check_chargeable(intent: Any, charge: Any | None, now: datetime) -> None:
+    """Refuse a charge of an intent (a payment_intents row) that is already charged (`charge`: its
+    charge row, if any), expired, or whose approval is not confirmed yet."""
+    if charge is not None or intent.status in (SUCCEEDED, FAILED):
+        raise Conflict("this payment intent has already been charged", {
+            "payment_intent_id": intent.id, "charge_id": charge.id if charge else None},
+            code="ERR_ALREADY_CHARGED")
+    if intent.status == EXPIRED or (intent.status == PENDING_APPROVAL and intent.expires_at <= now):
+        raise ApiError("the payment intent expired before its approval; create a new one",
+                       {"payment_intent_id": intent.id, "expires_at": iso(intent.expires_at)},
+                       code="ERR_PAYMENT_INTENT_EXPIRED", status=410)
+    if intent.status != APPROVAL_CONFIRMED:
+        raise approval_not_confirmed("the approval of this payment intent is not confirmed on-chain yet",
+                                     {"payment_intent_id": intent.id, "status": intent.status})
+
+
+def approval_not_confirmed(message: str, details: dict[str, Any]) -> ApiError:
+    return Unprocessable(message, details, code="ERR_APPROVAL_NOT_CONFIRMED")

@@ -1,67 +1,21 @@
-"""Payment intents and charges in PostgreSQL: their JSON shapes, state changes with their events (one
-transaction each), and the lease an executor holds on a pending charge."""
+"""Payment intents and charges in PostgreSQL: reads, state changes with their events (one transaction
+each), what approval confirmation reads and locks of an allowance, the lease an executor holds on a
+pending charge, and the lookups of other features' rows that intents and charges are checked against
+(users' wallets, organisations' funding wallets, indexed approvals)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
-from eth_utils import to_checksum_address
-from sqlalchemy import Interval, bindparam, func, select, update
+from sqlalchemy import Interval, and_, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip import metrics
-from vip.formats import iso, usd
 from vip.payments import rules
+from vip.payments.shapes import charge_json, intent_json
 from vip.store.outbox import record_event
-from vip.store.tables import charges, payment_intents
-
-
-def intent_json(row) -> dict[str, Any]:
-    """The spec's Payment intent, plus the funding wallet, metadata and the confirmed approval."""
-    contract = to_checksum_address(row.contract_address)
-    return {
-        "id": row.id,
-        "status": row.status,
-        "user_id": row.user_id,
-        "amount_usd": usd(Decimal(row.amount_usd)),
-        "token": row.token,
-        "network": row.network,
-        "recipient_wallet": to_checksum_address(row.recipient_wallet),
-        "funding_wallet": to_checksum_address(row.funding_wallet),
-        "contract_address": contract,
-        "approval_calldata": {
-            "function": "approve",
-            "spender": contract,
-            "amount": str(int(row.amount)),
-            "token_contract": to_checksum_address(row.token_address),
-        },
-        "approval_tx_hash": row.approval_tx_hash,
-        "metadata": row.metadata,
-        "expires_at": iso(row.expires_at),
-        "created_at": iso(row.created_at),
-    }
-
-
-def charge_json(charge, intent) -> dict[str, Any]:
-    """The spec's Charge, plus the approval it used, failure details and its creation time."""
-    return {
-        "id": charge.id,
-        "payment_intent_id": charge.payment_intent_id,
-        "status": charge.status,
-        "amount_usd": usd(Decimal(intent.amount_usd)),
-        "token": intent.token,
-        "network": charge.network,
-        "disbursement_tx_hash": charge.disbursement_tx_hash,
-        "recipient_wallet": to_checksum_address(intent.recipient_wallet),
-        "approval_tx_hash": charge.approval_tx_hash,
-        "executed_at": iso(charge.executed_at),
-        "failure_code": charge.failure_code,
-        "failure_message": charge.failure_message,
-        "created_at": iso(charge.created_at),
-    }
-
+from vip.store.tables import charges, connections, organisations, payment_intents, token_approvals
 
 # --- reads ---------------------------------------------------------------------------------------------
 
@@ -84,6 +38,32 @@ async def load_charge(conn: AsyncConnection, charge_id: str, *, organisation_id:
 
 async def charge_of_intent(conn: AsyncConnection, intent_id: str):
     return (await conn.execute(select(charges).where(charges.c.payment_intent_id == intent_id))).first()
+
+
+# --- what an intent or a charge is checked against -----------------------------------------------------
+
+async def default_funding_wallet(conn: AsyncConnection, organisation_id: str) -> str | None:
+    return await conn.scalar(select(organisations.c.default_funding_wallet)
+                             .where(organisations.c.id == organisation_id))
+
+
+async def is_connected_wallet(conn: AsyncConnection, user_id: str, network: str, address: str) -> bool:
+    """Whether `address` (lowercase) is an active wallet connection of the user on the network."""
+    found = await conn.scalar(select(connections.c.id).where(
+        connections.c.user_id == user_id, connections.c.type == "wallet", connections.c.status == "active",
+        connections.c.network == network, connections.c.identifier == address))
+    return found is not None
+
+
+async def is_indexed_approval(conn: AsyncConnection, intent, tx_hash: str) -> bool:
+    """Whether `tx_hash` (lowercase) holds an indexed Approval of the intent's funding wallet to its
+    contract for its token."""
+    found = await conn.scalar(select(token_approvals.c.tx_hash).where(
+        token_approvals.c.network == intent.network, token_approvals.c.tx_hash == tx_hash,
+        token_approvals.c.token_address == intent.token_address,
+        token_approvals.c.owner_address == intent.funding_wallet,
+        token_approvals.c.spender_address == intent.contract_address).limit(1))
+    return found is not None
 
 
 # --- intents -------------------------------------------------------------------------------------------
@@ -129,6 +109,56 @@ async def expire_due(conn: AsyncConnection, now: datetime, limit: int = 500) -> 
 async def oldest_pending_approval(conn: AsyncConnection, now: datetime) -> datetime | None:
     return await conn.scalar(select(func.min(payment_intents.c.created_at)).where(
         payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at > now))
+
+
+# --- allowances: which waiting intents an approval confirms --------------------------------------------
+
+def _of_allowance(allowance: rules.Allowance):
+    return and_(payment_intents.c.network == allowance.network,
+                payment_intents.c.token_address == allowance.token,
+                payment_intents.c.funding_wallet == allowance.owner,
+                payment_intents.c.contract_address == allowance.spender)
+
+
+async def awaited_allowances(conn: AsyncConnection, network: str, now: datetime) -> list[rules.Allowance]:
+    """The allowances that intents of the network still wait for."""
+    rows = await conn.execute(select(
+        payment_intents.c.token_address, payment_intents.c.funding_wallet, payment_intents.c.contract_address,
+    ).where(payment_intents.c.network == network, payment_intents.c.status == rules.PENDING_APPROVAL,
+            payment_intents.c.expires_at > now).distinct())
+    return [rules.Allowance(network, r.token_address, r.funding_wallet, r.contract_address) for r in rows]
+
+
+async def latest_approval(conn: AsyncConnection, allowance: rules.Allowance, up_to_block: int):
+    """The last indexed Approval that set the allowance, in or before `up_to_block` (tx_hash,
+    block_number), or None."""
+    return (await conn.execute(select(token_approvals.c.tx_hash, token_approvals.c.block_number).where(
+        token_approvals.c.network == allowance.network, token_approvals.c.token_address == allowance.token,
+        token_approvals.c.owner_address == allowance.owner,
+        token_approvals.c.spender_address == allowance.spender, token_approvals.c.block_number <= up_to_block,
+    ).order_by(token_approvals.c.block_number.desc(), token_approvals.c.log_index.desc()).limit(1))).first()
+
+
+async def lock_allowance(conn: AsyncConnection, allowance: rules.Allowance) -> None:
+    """Until the transaction ends, the caller is the only confirmer of this allowance, across daemons."""
+    key = f"allowance:{allowance.network}:{allowance.token}:{allowance.owner}:{allowance.spender}"
+    await conn.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(key, 0))))
+
+
+async def reserved_amount(conn: AsyncConnection, allowance: rules.Allowance) -> int:
+    """Base units the allowance's confirmed, not yet charged intents hold."""
+    return int(await conn.scalar(select(func.coalesce(func.sum(payment_intents.c.amount), 0)).where(
+        _of_allowance(allowance), payment_intents.c.status == rules.APPROVAL_CONFIRMED)) or 0)
+
+
+async def waiting_reservations(conn: AsyncConnection, allowance: rules.Allowance,
+                               now: datetime) -> list[rules.Reservation]:
+    """The allowance's intents still waiting for approval, oldest first."""
+    rows = await conn.execute(select(payment_intents.c.id, payment_intents.c.amount).where(
+        _of_allowance(allowance), payment_intents.c.status == rules.PENDING_APPROVAL,
+        payment_intents.c.expires_at > now,
+    ).order_by(payment_intents.c.seq))
+    return [rules.Reservation(r.id, int(r.amount)) for r in rows]
 
 
 # --- charges -------------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ import asyncio
 from datetime import UTC, datetime
 
 import structlog
-from sqlalchemy import and_, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip import metrics
@@ -20,7 +19,6 @@ from vip.indexer.store import load_cursor
 from vip.payments import rules, store
 from vip.payments.charges import ChargeExecutor
 from vip.payments.disburser import allowance_at
-from vip.store.tables import payment_intents, token_approvals
 
 log = structlog.get_logger(__name__)
 
@@ -47,53 +45,32 @@ class ApprovalConfirmer:
                 (now - oldest).total_seconds() if oldest else 0)
             if cursor is None or oldest is None:
                 return False
-            groups = (await conn.execute(select(
-                payment_intents.c.token_address, payment_intents.c.funding_wallet,
-                payment_intents.c.contract_address).where(
-                payment_intents.c.network == self.network.name,
-                payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at > now,
-            ).distinct())).all()
+            allowances = await store.awaited_allowances(conn, self.network.name, now)
         final = cursor.block_number - self.network.finality_depth
         confirmed = 0
-        for group in groups:
-            confirmed += await self._confirm_group(group.token_address, group.funding_wallet,
-                                                   group.contract_address, final, now)
+        for allowance in allowances:
+            confirmed += await self._confirm(allowance, final, now)
         return confirmed > 0
 
-    async def _confirm_group(self, token: str, owner: str, spender: str, final: int, now: datetime) -> int:
+    async def _confirm(self, allowance: rules.Allowance, final: int, now: datetime) -> int:
         async with self.engine.connect() as conn:
-            approval = (await conn.execute(select(token_approvals.c.tx_hash, token_approvals.c.block_number)
-                        .where(token_approvals.c.network == self.network.name,
-                               token_approvals.c.token_address == token,
-                               token_approvals.c.owner_address == owner,
-                               token_approvals.c.spender_address == spender,
-                               token_approvals.c.block_number <= final)
-                        .order_by(token_approvals.c.block_number.desc(), token_approvals.c.log_index.desc())
-                        .limit(1))).first()
+            approval = await store.latest_approval(conn, allowance, final)
         if approval is None or final < 0:
             return 0
         # The smaller of the final and the latest allowance: a later approve() that lowered it counts
         # at once, one that raised it only once it is final too.
-        allowance = min(await allowance_at(self.rpc, token, owner, spender, final),
-                        await allowance_at(self.rpc, token, owner, spender, "latest"))
-        group = and_(payment_intents.c.network == self.network.name, payment_intents.c.token_address == token,
-                     payment_intents.c.funding_wallet == owner, payment_intents.c.contract_address == spender)
+        token, owner, spender = allowance.token, allowance.owner, allowance.spender
+        amount = min(await allowance_at(self.rpc, token, owner, spender, final),
+                     await allowance_at(self.rpc, token, owner, spender, "latest"))
         async with self.engine.begin() as conn:
-            # One confirmer per allowance at a time, across daemons.
-            await conn.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(
-                f"allowance:{self.network.name}:{token}:{owner}:{spender}", 0))))
-            reserved = await conn.scalar(select(func.coalesce(func.sum(payment_intents.c.amount), 0)).where(
-                group, payment_intents.c.status == rules.APPROVAL_CONFIRMED)) or 0
-            waiting = (await conn.execute(select(payment_intents.c.id, payment_intents.c.amount).where(
-                group, payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at > now,
-            ).order_by(payment_intents.c.seq))).all()
-            chosen = rules.confirmable(allowance, int(reserved),
-                                       [rules.Reservation(r.id, int(r.amount)) for r in waiting])
+            await store.lock_allowance(conn, allowance)
+            chosen = rules.confirmable(amount, await store.reserved_amount(conn, allowance),
+                                       await store.waiting_reservations(conn, allowance, now))
             if not chosen:
                 return 0
             count = await store.confirm_intents(conn, chosen, approval.tx_hash, now)
         self.log.info("approvals confirmed", intents=count, approval_tx_hash=approval.tx_hash,
-                      allowance=allowance, funding_wallet=owner)
+                      allowance=amount, funding_wallet=owner)
         return count
 
 

@@ -6,7 +6,9 @@ import argparse
 import sys
 from datetime import UTC, datetime, timedelta
 
+from vip.accounts import keys
 from vip.config import Settings
+from vip.store.engine import create_engine
 from vip.webhooks import events, store
 from vip.webhooks.catalogue import ALL, normalise_event_types
 from vip.webhooks.urls import check_endpoint_url
@@ -42,9 +44,6 @@ def _types(endpoint: store.Endpoint) -> str:
 
 
 async def run_webhooks_command(settings: Settings, database_url: str, args: argparse.Namespace) -> int:
-    from vip.accounts import keys
-    from vip.store.engine import create_engine
-
     now = datetime.now(UTC)  # webhook timing is wall-clock time (docs/webhooks.md)
     engine = create_engine(database_url, pool_size=1)
     try:

@@ -1,0 +1,134 @@
+"""Webhook operations of the API, one function each: an organisation's endpoints (create, list, delete,
+rotate the secret) and its events (list, read with deliveries, replay)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from vip.clock import WallClock
+from vip.config import WebhookConfig
+from vip.errors import NotFound, Unprocessable, ValidationFailed
+from vip.webhooks import events, store
+from vip.webhooks.urls import check_endpoint_url
+
+# Webhook timing (created, rotation overlap, replays) is wall-clock time, like the delivery worker's.
+WALL = WallClock()
+CURSOR_PREFIX = "evt:"
+
+
+def _endpoint_not_found(endpoint_id: str) -> NotFound:
+    return NotFound(f"no webhook endpoint {endpoint_id}", {"endpoint_id": endpoint_id})
+
+
+def _event_not_found(event_id: str) -> NotFound:
+    return NotFound(f"no event {event_id}", {"event_id": event_id})
+
+
+async def create_endpoint(engine: AsyncEngine, config: WebhookConfig, *, organisation_id: str, url: str,
+                          event_types: list[str] | None,
+                          description: str | None) -> tuple[str, store.Endpoint]:
+    """A new endpoint and its signing secret (shown once). `event_types` must be normalised already
+    (vip.webhooks.catalogue)."""
+    try:
+        url = check_endpoint_url(url, allow_http=config.allow_http)
+    except ValueError as exc:
+        raise ValidationFailed(f"invalid url: {exc}", {"url": str(exc)}) from exc
+    async with engine.begin() as conn:
+        return await store.create_endpoint(conn, organisation_id, url, event_types, description,
+                                           await WALL.now())
+
+
+async def list_endpoints(engine: AsyncEngine, organisation_id: str) -> list[store.Endpoint]:
+    async with engine.connect() as conn:
+        return await store.list_endpoints(conn, organisation_id)
+
+
+async def delete_endpoint(engine: AsyncEngine, organisation_id: str, endpoint_id: str) -> store.Endpoint:
+    """Stop delivering to an endpoint (its pending deliveries are cancelled)."""
+    async with engine.begin() as conn:
+        endpoint = await store.delete_endpoint(conn, organisation_id, endpoint_id, await WALL.now())
+    if endpoint is None:
+        raise _endpoint_not_found(endpoint_id)
+    return endpoint
+
+
+async def rotate_secret(engine: AsyncEngine, config: WebhookConfig, organisation_id: str,
+                        endpoint_id: str) -> tuple[str, store.Endpoint]:
+    """A new signing secret; the current one keeps signing for the configured overlap."""
+    overlap = timedelta(seconds=config.rotation_overlap_s)
+    async with engine.begin() as conn:
+        rotated = await store.rotate_secret(conn, organisation_id, endpoint_id, await WALL.now(), overlap)
+    if rotated is None:
+        raise _endpoint_not_found(endpoint_id)
+    return rotated
+
+
+# --- events --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class EventPage:
+    events: list[Any]  # outbox rows with their delivery_status
+    next_cursor: str | None  # None: this is the last page
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class EventDetail:
+    event: Any  # the outbox row with its delivery_status
+    deliveries: list[tuple[Any, list[Any]]]  # each delivery (with its endpoint's url) and its attempts
+
+
+def encode_cursor(seq: int) -> str:
+    return base64.urlsafe_b64encode(f"{CURSOR_PREFIX}{seq}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if not text.startswith(CURSOR_PREFIX):
+            raise ValueError(text)
+        return int(text.removeprefix(CURSOR_PREFIX))
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise ValidationFailed("invalid cursor: use the cursor of the previous response unchanged",
+                               {"cursor": "not a cursor"}) from exc
+
+
+async def list_events(engine: AsyncEngine, organisation_id: str, filters: events.EventFilters,
+                      cursor: str | None, limit: int) -> EventPage:
+    """A page of the organisation's events, newest first, after `cursor` (the previous page's)."""
+    before = decode_cursor(cursor) if cursor else None
+    async with engine.connect() as conn:
+        rows, more = await events.list_events(conn, organisation_id, filters, before, limit)
+    return EventPage(rows, encode_cursor(rows[-1].seq) if more and rows else None, more)
+
+
+async def _detail(conn, organisation_id: str, event_id: str) -> EventDetail:
+    row = await events.load_event(conn, organisation_id, event_id)
+    if row is None:
+        raise _event_not_found(event_id)
+    return EventDetail(row, await events.deliveries_of(conn, event_id))
+
+
+async def get_event(engine: AsyncEngine, organisation_id: str, event_id: str) -> EventDetail:
+    async with engine.connect() as conn:
+        return await _detail(conn, organisation_id, event_id)
+
+
+async def replay_event(engine: AsyncEngine, organisation_id: str, event_id: str) -> EventDetail:
+    """Deliver an event again to every endpoint subscribed to its type now (events.replay); refused when
+    none is and no delivery is still pending."""
+    async with engine.begin() as conn:
+        queued = await events.replay(conn, organisation_id, event_id, await WALL.now())
+        if queued is None:
+            raise _event_not_found(event_id)
+        detail = await _detail(conn, organisation_id, event_id)
+    if queued == 0 and detail.event.delivery_status != "pending":
+        raise Unprocessable("no webhook endpoint of the organisation receives this event type",
+                            {"type": detail.event.type}, code="ERR_NO_WEBHOOK_ENDPOINT")
+    return detail
