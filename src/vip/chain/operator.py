@@ -18,11 +18,13 @@ class OperatorKeyMissing(RuntimeError):
 
 def load_operator(config: DisbursementConfig) -> LocalAccount:
     if config.operator_private_key is not None:
-        return Account.from_key(config.operator_private_key.get_secret_value())
+        account: LocalAccount = Account.from_key(config.operator_private_key.get_secret_value())
+        return account
     if config.operator_keystore:
         if config.operator_keystore_password is None:
             raise OperatorKeyMissing("operator_keystore is set but $VIP_OPERATOR_KEYSTORE_PASSWORD is not")
         keystore = json.loads(Path(config.operator_keystore).read_text())
         key = Account.decrypt(keystore, config.operator_keystore_password.get_secret_value())
-        return Account.from_key(key)
+        account = Account.from_key(key)
+        return account
     raise OperatorKeyMissing("no operator key: set $VIP_OPERATOR_KEY or disbursement.operator_keystore")
