@@ -63,7 +63,7 @@ def decode_uint(result: str | None) -> int:
     if result is None or result in ("0x", "0x0"):
         return 0
     if not isinstance(result, str) or not result.startswith("0x"):
-        raise InconsistentResponse(f"eth_call returned {result!r}")
+        raise InconsistentResponse("eth_call", f"returned {result!r}")
     return int(result[:66], 16)
 
 
