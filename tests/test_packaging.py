@@ -1,10 +1,12 @@
-"""The wheel: every package of the tree is in it, and it works on its own in a lender's project
-(scripts/wheel-check)."""
+"""The wheel: every package of the tree is in it, nothing outside `vip` can be imported by its old name,
+and it works on its own in a lender's project (scripts/wheel-check)."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +29,19 @@ def packages_in_tree() -> set[str]:
 def test_every_package_in_the_tree_is_listed_for_the_wheel():
     assert set(SETUPTOOLS["packages"]) == packages_in_tree()
     assert len(SETUPTOOLS["packages"]) == len(set(SETUPTOOLS["packages"]))
+
+
+def test_the_old_top_level_names_cannot_come_back():
+    """ruff refuses `api`, `indexer` and `verification` as top-level imports (and relative imports)."""
+    code = ("import api\nfrom api.routes import users\nimport indexer.store\nfrom verification import fraud\n"
+            "from . import ids\nfrom vip.api import app\nfrom vip.verification import fraud as f\n"
+            "__all__ = ['api', 'users', 'indexer', 'fraud', 'ids', 'app', 'f']\n")
+    ruff = Path(sys.executable).parent / "ruff"
+    done = subprocess.run([str(ruff), "check", "--output-format", "concise", "--select", "TID",
+                           "--stdin-filename", str(REPO_ROOT / "src" / "vip" / "example.py"), "-"],
+                          input=code, capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    found = [line.split(": ", 1)[1].split()[0] for line in done.stdout.splitlines() if "example.py:" in line]
+    assert found == ["TID251", "TID251", "TID251", "TID251", "TID252"], done.stdout
 
 
 @pytest.mark.slow

@@ -114,9 +114,7 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
         labels[w] = classify(w.address, items, home=home, fraud={k: v for k, v in view.items() if v},
                              income=income, whitelisted=whitelisted,
                              dex=set(config.dex_addresses.get(w.network, ())))
-        for t in items:
-            for code in view[t.key]:
-                findings.append(Finding(w, t, code))
+        findings.extend(Finding(w, t, code) for t in items for code in view[t.key])
     findings.sort(key=lambda f: (f.transfer.timestamp, f.transfer.order, f.wallet.address, f.code))
 
     primary = max(wallets, key=lambda w: (received_by[w.address], -wallets.index(w)), default=None)
