@@ -364,11 +364,10 @@ def main() -> None:
             else:
                 mode = f"{args.servers} API subprocess(es); load generator in this process"
                 ports = [free_port() for _ in range(args.servers)]
-                log = open(tmp / "serve.log", "ab")  # handed to the children
-                for port in ports:
-                    servers.append(subprocess.Popen(
-                        [sys.executable, __file__, "--serve", str(port), "--database-url", url],
-                        stdout=log, stderr=subprocess.STDOUT))
+                log = open(tmp / "serve.log", "ab")  # noqa: SIM115 - handed to the children
+                servers.extend(subprocess.Popen(
+                    [sys.executable, __file__, "--serve", str(port), "--database-url", url],
+                    stdout=log, stderr=subprocess.STDOUT) for port in ports)
                 result = run_load([f"http://127.0.0.1:{p}" for p in ports], data, settings, args,
                                   [s.pid for s in servers])
         finally:

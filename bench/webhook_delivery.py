@@ -109,9 +109,9 @@ async def run(args: argparse.Namespace) -> None:
                           f"poll_interval_s = {args.poll_interval}\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith("VIP_RPC_")}
         env.update({"DATABASE_URL": db.url, "VIP_CONFIG": str(config), "VIP_LOG_FORMAT": "json"})
-        log = open(db.tmp / "daemon.log", "ab")  # noqa: ASYNC230 - handed to the child, once
+        log = open(db.tmp / "daemon.log", "ab")  # noqa: ASYNC230, SIM115 - handed to the child, once
         daemon = subprocess.Popen(  # noqa: ASYNC220 - started once, before anything is measured
-            [vip_console_script(), "index"], env=env,
+            [vip_console_script(), "index", "--allow-no-networks"], env=env,
                                   stdout=log, stderr=subprocess.STDOUT)
         proc = psutil.Process(daemon.pid)
         try:

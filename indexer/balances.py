@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
-from sqlalchemy import and_, exists, func, literal, or_, select
+from sqlalchemy import ColumnElement, ScalarSelect, Select, and_, exists, func, literal, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -50,7 +51,7 @@ ADDRESSES_PER_BATCH = 50
 MAX_AGE_S = 3600.0
 
 
-def balance_of_call(token_address: str, holder: str, block: int) -> tuple[str, list]:
+def balance_of_call(token_address: str, holder: str, block: int) -> tuple[str, list[Any]]:
     """The `eth_call` of `balanceOf(holder)` on a token at a block number."""
     data = BALANCE_OF + holder.lower().removeprefix("0x").rjust(64, "0")
     return "eth_call", [{"to": token_address.lower(), "data": data}, hex(block)]
@@ -62,7 +63,7 @@ def decode_uint(result: str | None) -> int:
     if result is None or result in ("0x", "0x0"):
         return 0
     if not isinstance(result, str) or not result.startswith("0x"):
-        raise InconsistentResponse(f"eth_call returned {result!r}")
+        raise InconsistentResponse("eth_call", f"returned {result!r}")
     return int(result[:66], 16)
 
 
@@ -74,7 +75,7 @@ class Reading:
 
 
 def stale_addresses_query(network: str, tokens: list[str], cursor_block: int, limit: int,
-                          max_age_s: float = MAX_AGE_S):
+                          max_age_s: float = MAX_AGE_S) -> Select[str]:
     """Watched addresses of `network` whose balances must be (re)read at `cursor_block`."""
     wa = watched_addresses
     b = address_balances.alias("b")
@@ -83,7 +84,7 @@ def stale_addresses_query(network: str, tokens: list[str], cursor_block: int, li
     oldest = select(func.min(b.c.block_number)).where(mine).scalar_subquery()
     newest_row = select(func.max(b.c.block_number)).where(mine).scalar_subquery()
 
-    def newest_transfer(column):
+    def newest_transfer(column: ColumnElement[str]) -> ScalarSelect[int | None]:
         return (select(func.max(token_transfers.c.block_number))
                 .where(token_transfers.c.network == network, column == wa.c.address,
                        token_transfers.c.block_number <= cursor_block)

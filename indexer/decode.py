@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from vip.chain.contracts import APPROVAL_TOPIC, TRANSFER_TOPIC
 
@@ -37,7 +37,7 @@ class TokenLog(NamedTuple):
     block_timestamp: int | None  # unix seconds when the node includes it in the log
 
 
-def parse_header(block: dict) -> BlockHeader:
+def parse_header(block: dict[str, Any]) -> BlockHeader:
     return BlockHeader(
         number=int(block["number"], 16),
         hash=block["hash"].lower(),
@@ -46,7 +46,7 @@ def parse_header(block: dict) -> BlockHeader:
     )
 
 
-def parse_token_log(log: dict) -> TokenLog | None:
+def parse_token_log(log: dict[str, Any]) -> TokenLog | None:
     """Decode a Transfer/Approval log; None for anything else (other events, non-standard layouts).
 
     NOTE: a log with `removed: true` comes from a subscription after a reorg; eth_getLogs never returns

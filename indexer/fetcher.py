@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -46,7 +47,7 @@ class FetchedRange:
 _DECODE_INLINE_MAX = 500
 
 
-def decode_logs(batches: list[list[dict]], start: int, end: int) -> list[TokenLog]:
+def decode_logs(batches: list[list[dict[str, Any]]], start: int, end: int) -> list[TokenLog]:
     """Token logs of several eth_getLogs answers, deduplicated and in chain order."""
     seen: dict[tuple[str, int], TokenLog] = {}
     for raw in batches:
@@ -72,7 +73,7 @@ class LogFetcher:
         self.sizer = sizer
         self.target_logs = target_logs
 
-    def filters(self, addresses: Sequence[str] | None) -> list[dict]:
+    def filters(self, addresses: Sequence[str] | None) -> list[dict[str, Any]]:
         """One filter for `all` mode; two per address chunk in `watched` mode (as topic1, as topic2),
         since a filter ANDs topic positions and we want logs where the address is on either side."""
         base = {"address": self.tokens}

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import structlog
@@ -321,7 +322,7 @@ class _Prefetch:
     task: asyncio.Task[FetchedRange]
 
 
-async def _cancel(task: asyncio.Task) -> None:
+async def _cancel(task: asyncio.Task[Any]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await task

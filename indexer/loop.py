@@ -7,6 +7,8 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
+from structlog.typing import FilteringBoundLogger
+
 from vip import metrics
 from vip.chain.rpc import RpcError
 
@@ -19,7 +21,7 @@ async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
 
 
 async def run_steps(step: Callable[[], Awaitable[bool]], stop: asyncio.Event, *, network: str | None,
-                    task: str, idle_s: float, log) -> None:
+                    task: str, idle_s: float, log: FilteringBoundLogger) -> None:
     """Call `step` until `stop`; it returns False when there was nothing to do. Failures count in the
     network's follower errors, or for a job not bound to one network (`network=None`) in the job errors."""
     failures = 0

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, cast
 
-from sqlalchemy import delete, func, select, union, update
+import psycopg
+from sqlalchemy import Row, delete, func, select, union, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -107,7 +109,8 @@ async def insert_logs(conn: AsyncConnection, network: str, logs: Sequence[TokenL
     if not logs:
         return 0, 0
     texts = copy_text(network, logs, symbols, timestamps)
-    pg = (await conn.get_raw_connection()).driver_connection
+    # SQLAlchemy types the driver connection loosely; under the psycopg dialect it is psycopg's own.
+    pg = cast(psycopg.AsyncConnection[Any], (await conn.get_raw_connection()).driver_connection)
     counts = {"transfer": 0, "approval": 0}
     async with pg.cursor() as cur:
         for kind, text_rows in texts.items():
@@ -205,7 +208,7 @@ async def rollback_to(conn: AsyncConnection, network: str, *, fork: Cursor, old_
 
 # --- watch set and backfill ----------------------------------------------------------------------------
 
-def _watched(row) -> WatchedAddress:
+def _watched(row: Row[Any]) -> WatchedAddress:
     return WatchedAddress(row.address, row.start_block, row.start_time, row.live_from_block,
                           row.backfill_next_block)
 
@@ -231,7 +234,7 @@ async def add_watched_address(conn: AsyncConnection, network: str, address: str,
     row = (await conn.execute(select(watched_addresses).where(
         watched_addresses.c.network == network, watched_addresses.c.address == address,
     ).with_for_update())).one()
-    values: dict = {}
+    values: dict[str, Any] = {}
     earlier_block = start_block is not None and (row.start_block is None or start_block < row.start_block)
     earlier_time = start_time is not None and start_block is None and (
         row.start_time is None or start_time < row.start_time)

@@ -209,12 +209,11 @@ async def test_oauth_dance_creates_the_connection_its_records_and_the_event(env:
     assert (state.id, state.user_id, state.platform) == (state_id, user_id, PLATFORM)
     assert state.expires_at == START + timedelta(minutes=10) and state.used_at is None
 
-    async with aiohttp.ClientSession() as browser:
-        # The whole browser leg, redirects followed: platform consent -> our callback.
-        async with browser.get(body["redirect_url"]) as final:
-            assert final.status == 201, await final.text()
-            assert str(final.url).startswith(f"{env.base_url}/v1/connect/platform/callback?code=")
-            connection = loads(await final.read())["connection"]
+    # The whole browser leg, redirects followed: platform consent -> our callback.
+    async with aiohttp.ClientSession() as browser, browser.get(body["redirect_url"]) as final:
+        assert final.status == 201, await final.text()
+        assert str(final.url).startswith(f"{env.base_url}/v1/connect/platform/callback?code=")
+        connection = loads(await final.read())["connection"]
     assert connection == {
         "id": connection["id"], "user_id": user_id, "type": "platform", "provider": PLATFORM,
         "identifier": "Jane Q. Worker", "source_type": "payroll", "status": "active",

@@ -1,4 +1,5 @@
-"""The operator commands `vip watch` and `vip status` against a real database."""
+"""The operator commands `vip watch` and `vip status` against a real database; `vip serve` and `vip index`
+refusing to start with no network."""
 
 from __future__ import annotations
 
@@ -6,6 +7,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from vip.cli import no_networks_error
+from vip.config import load_settings
+from vip.devstack.anvil import free_port
+from vip.devstack.dev import wait_http
 from vip.indexer import store
 from vip.indexer.store import Cursor
 
@@ -33,3 +40,50 @@ async def test_watch_then_status(database_url, engine):
         await store.init_cursor(conn, "base", 8453, Cursor(4567, "0xabc"))
     line = vip("status", database_url=database_url).strip()
     assert line.split() == ["base", "chain", "8453", "block", "4567", "watched", "1", "reorgs", "0"]
+
+
+# --- serve and index refuse to start with no network ------------------------------------------------
+
+UNREACHABLE_DATABASE = "postgresql://nobody@127.0.0.1:9/none"  # refusing must come before any connection
+
+
+def env_without_networks(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VIP_RPC_") and k != "VIP_CONFIG"}
+    return {**env, **extra}
+
+
+@pytest.mark.parametrize("command", ["serve", "index"])
+def test_serve_and_index_refuse_to_start_with_no_network(command):
+    done = subprocess.run([sys.executable, "-m", "vip.cli", command], capture_output=True, text=True,
+                          env=env_without_networks(DATABASE_URL=UNREACHABLE_DATABASE), timeout=60)
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"vip {command}: no network is enabled")
+    for named in ("VIP_RPC_<NETWORK>", "VIP_RPC_BASE", "VIP_RPC_ETHEREUM", "$VIP_CONFIG",
+                  "--allow-no-networks"):
+        assert named in line
+    assert done.stdout == ""
+
+
+def test_a_network_with_an_rpc_url_is_enough():
+    settings = load_settings(environ={"VIP_RPC_BASE": "http://127.0.0.1:9"})
+    assert no_networks_error(settings, "serve") is None
+    assert "VIP_RPC_POLYGON" in no_networks_error(load_settings(environ={}), "index")
+
+
+@pytest.mark.parametrize("command", ["serve", "index"])
+def test_allow_no_networks_starts_anyway(command, database_url, tmp_path):
+    api_port, metrics_port = free_port(), free_port()
+    overlay = tmp_path / "ports.toml"
+    overlay.write_text(f"[api]\nport = {api_port}\n\n[daemon]\nmetrics_port = {metrics_port}\n")
+    env = env_without_networks(DATABASE_URL=database_url, VIP_CONFIG=str(overlay))
+    log = tmp_path / f"{command}.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "vip.cli", command, "--allow-no-networks"], env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_http(f"http://127.0.0.1:{api_port if command == 'serve' else metrics_port}/healthz", 60, proc)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert "no network is enabled" not in log.read_text()

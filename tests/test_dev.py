@@ -13,6 +13,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from vip.client import VipClient
 from vip.devstack.anvil import free_port, rpc_call
 
@@ -99,11 +101,9 @@ def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
         # The key in the state file works against the API (a made-up user is simply not found).
         request = urllib.request.Request(state["base_url"] + "/v1/users/usr_none",
                                          headers={"Authorization": f"Bearer {state['api_key']}"})
-        try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
-            raise AssertionError("expected 404")
-        except urllib.error.HTTPError as exc:
-            assert exc.code == 404
+        assert refused.value.code == 404
         # The chain starts about 13 months back; the demo moved it month by month to today.
         first = rpc_call(local["rpc_url"], "eth_getBlockByNumber", ["0x1", False])
         assert time.time() - int(first["timestamp"], 16) > 360 * 86400

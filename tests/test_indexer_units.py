@@ -100,7 +100,7 @@ def test_next_range_single_block():
     assert next_range(cursor=99, head=100, size=50) == (100, 100)
 
 
-@pytest.mark.parametrize("cursor,head", [(100, 100), (150, 100)])
+@pytest.mark.parametrize(("cursor", "head"), [(100, 100), (150, 100)])
 def test_next_range_none_when_caught_up(cursor, head):
     assert next_range(cursor, head, 10) is None
 
@@ -172,7 +172,7 @@ def test_adaptive_range_grows_just_below_half_target_logs():
 
 
 @pytest.mark.parametrize(
-    "hint,expected", [(500, 500), (5, 10), (10**9, 1000), (0, 10), (10, 10), (1000, 1000)]
+    ("hint", "expected"), [(500, 500), (5, 10), (10**9, 1000), (0, 10), (10, 10), (1000, 1000)]
 )
 def test_adaptive_range_suggest_clamps(hint, expected):
     sizer = AdaptiveRange(size=100, maximum=1000, minimum=10)

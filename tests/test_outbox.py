@@ -56,7 +56,7 @@ async def test_event_ids_are_unique(engine: AsyncEngine):
 
 
 async def test_rollback_drops_event_and_change_together(engine: AsyncEngine):
-    with pytest.raises(Boom):
+    with pytest.raises(Boom):  # noqa: PT012 - the whole transaction is what raises (and rolls back)
         async with engine.begin() as conn:
             await add_watched_address(conn, "ethereum", ADDRESS, "wallet")
             await record_event(conn, "wallet.watched", {"address": ADDRESS.lower()}, created_at=CREATED)
@@ -67,11 +67,10 @@ async def test_rollback_drops_event_and_change_together(engine: AsyncEngine):
 
 
 async def test_explicit_rollback_drops_event_and_change(engine: AsyncEngine):
-    async with engine.connect() as conn:
-        async with conn.begin() as tx:
-            await add_watched_address(conn, "ethereum", ADDRESS, "wallet")
-            await record_event(conn, "wallet.watched", {"address": ADDRESS.lower()}, created_at=CREATED)
-            await tx.rollback()
+    async with engine.connect() as conn, conn.begin() as tx:
+        await add_watched_address(conn, "ethereum", ADDRESS, "wallet")
+        await record_event(conn, "wallet.watched", {"address": ADDRESS.lower()}, created_at=CREATED)
+        await tx.rollback()
 
     assert await event_rows(engine) == []
     assert await watched_count(engine) == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import Iterator
@@ -45,15 +46,16 @@ def logs(from_block: int | str, to_block: int | str, id_: int = 1) -> dict:
 
 
 async def post(url: str, payload: Any, client_timeout: float = 10.0) -> tuple[int, Any, Any]:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=client_timeout)) as session:
-        async with session.post(url, data=orjson.dumps(payload),
-                                headers={"Content-Type": "application/json"}) as resp:
-            body = await resp.read()
-            try:
-                decoded = orjson.loads(body)
-            except orjson.JSONDecodeError:
-                decoded = body.decode()
-            return resp.status, resp.headers, decoded
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=client_timeout)) as session,
+        session.post(url, data=orjson.dumps(payload), headers={"Content-Type": "application/json"}) as resp,
+    ):
+        body = await resp.read()
+        try:
+            decoded = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            decoded = body.decode()
+        return resp.status, resp.headers, decoded
 
 
 async def test_no_faults_pass_through_unchanged(node: AnvilNode) -> None:
@@ -81,10 +83,8 @@ async def run_sequence(node: AnvilNode, plan: FaultPlan, head: int) -> list[tupl
     ]
     with RpcFaultProxy(node.rpc_url, plan) as proxy:
         for n in range(200):
-            try:
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
                 await post(proxy.url, sequence[n % len(sequence)], client_timeout=1.0)
-            except (aiohttp.ClientError, TimeoutError):
-                pass
         assert proxy.requests == 200
         assert sum(proxy.counts.values()) == len(proxy.injected)
         return list(proxy.injected)

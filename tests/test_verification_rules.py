@@ -329,10 +329,9 @@ def test_recurring_obligations_and_lending_repayments():
 
 
 def score_of(**overrides):
-    values = dict(periods_requested=6, periods_verified=6, consistency_rate=Decimal(1),
-                  longest_streak_months=6,
-                  verified_monthly_income=Decimal(5000), average_usdc_balance=Decimal(15000), obligations=(),
-                  fraud_flag_count=0)
+    values = {"periods_requested": 6, "periods_verified": 6, "consistency_rate": Decimal(1),
+              "longest_streak_months": 6, "verified_monthly_income": Decimal(5000),
+              "average_usdc_balance": Decimal(15000), "obligations": (), "fraud_flag_count": 0}
     values.update(overrides)
     return ScoreInputs(**values)
 

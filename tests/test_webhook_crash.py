@@ -17,6 +17,7 @@ from vip.devstack.anvil import free_port
 from vip.store.outbox import record_event
 
 HUNG_REQUEST = 3  # the receiver never answers its third request (the daemon is killed during it)
+NO_NETWORKS = ("--allow-no-networks",)  # this daemon only delivers webhooks
 
 
 def daemon_toml() -> str:
@@ -59,7 +60,7 @@ async def test_kill_9_after_commit_and_mid_attempt_loses_nothing(database_url, e
     org = await organisation(engine)
     await make_endpoint(engine, org, receiver.url)
     committed: list[str] = []
-    proc = spawn_indexer(env, log)
+    proc = spawn_indexer(env, log, *NO_NETWORKS)
     try:
         # 1. The daemon is up and delivering.
         committed.append(await commit_event(engine, org, 0))
@@ -69,7 +70,7 @@ async def test_kill_9_after_commit_and_mid_attempt_loses_nothing(database_url, e
         for n in range(1, 5):
             committed.append(await commit_event(engine, org, n))
             kill(proc)
-            proc = spawn_indexer(env, log)
+            proc = spawn_indexer(env, log, *NO_NETWORKS)
         await wait_for(lambda: set(receiver.event_ids()) >= set(committed[:HUNG_REQUEST - 1]),
                        "the deliveries after the first kills")
 
@@ -77,7 +78,7 @@ async def test_kill_9_after_commit_and_mid_attempt_loses_nothing(database_url, e
         await wait_for(lambda: len(receiver.received) >= HUNG_REQUEST, "the hung request")
         hung = receiver.received[HUNG_REQUEST - 1].one("Service-Event-Id")
         kill(proc)
-        proc = spawn_indexer(env, log)
+        proc = spawn_indexer(env, log, *NO_NETWORKS)
         committed.append(await commit_event(engine, org, 5))
 
         # Everything arrives; the hung event again (same Service-Event-Id) once its lease ends.

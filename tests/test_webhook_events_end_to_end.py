@@ -145,7 +145,7 @@ def assert_documented(objects: dict[str, list[dict[str, Any]]]) -> None:
 
 
 def test_the_two_scenarios_cover_every_catalogued_type():
-    assert VERIFICATION_TYPES | DISBURSEMENT_TYPES == set(EVENT_TYPES)
+    assert set(EVENT_TYPES) == VERIFICATION_TYPES | DISBURSEMENT_TYPES
 
 
 async def test_verification_events_reach_the_lender(aiohttp_client, chain: ChainDriver, database_url,

@@ -9,6 +9,7 @@ whitelists: `unknown` with ERR_UNVERIFIED_SOURCE; everything else is `p2p`.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 from vip.verification.model import (
     CIRCULAR_FLOW,
@@ -21,7 +22,7 @@ from vip.verification.model import (
 
 
 def classify(wallet: str, transfers: Iterable[Transfer], *, home: Collection[str],
-             fraud: Mapping[TransferKey, tuple[str, ...]], income: Mapping[TransferKey, dict],
+             fraud: Mapping[TransferKey, tuple[str, ...]], income: Mapping[TransferKey, dict[str, Any]],
              whitelisted: Collection[str], dex: Collection[str]) -> dict[TransferKey, Label]:
     """Labels of `wallet`'s transfers (as seen from it). `fraud`: flags found for this wallet's view of
     each transfer; `income`: the payroll_match of transfers matched to a record."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from vip.config import CircularFlowConfig, WashTradeConfig
@@ -113,7 +113,7 @@ def find_circular_flows(home: frozenset[str], graph: TransferGraph, outbound: It
     return found
 
 
-def _search(graph: TransferGraph, start: Transfer, node: str, deadline, home: frozenset[str],
+def _search(graph: TransferGraph, start: Transfer, node: str, deadline: datetime, home: frozenset[str],
             skip: Mapping[str, bool], config: CircularFlowConfig, *, depth: int, visited: set[str],
             previous: Transfer | None = None) -> list[Transfer]:
     """The transfers that bring `start`'s amount back home from `node` (empty when none)."""

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 from vip.config import MatchingConfig
 from vip.verification.model import (
@@ -60,7 +61,7 @@ class RecordMatch:
     record: IncomeRecord
     transfer: Transfer | None
     confidence: str | None
-    reasons: tuple[dict, ...] = ()
+    reasons: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass
@@ -91,7 +92,7 @@ class PeriodResult:
         matched = [m for m in self.records if m.transfer is not None]
         return max(matched, key=lambda m: m.record.amount) if matched else None
 
-    def reasons(self) -> list[dict]:
+    def reasons(self) -> list[dict[str, Any]]:
         if not self.records:
             return [{"code": INSUFFICIENT_HISTORY, "message": "no income record for this period"}]
         return [reason for m in self.records for reason in m.reasons]
@@ -139,13 +140,13 @@ def _match_record(record: IncomeRecord, by_origin: Mapping[str, list[Transfer]],
     candidates = [t for origin in origins for t in by_origin.get(origin, ())
                   if t.key not in used and _in_window(t, window)]
     clean = [t for t in candidates if not flagged.get(t.key)]
-    reasons: list[dict] = []
+    reasons: list[dict[str, Any]] = []
     for code in sorted({c for t in candidates for c in flagged.get(t.key, ())}):
         tx = next(t for t in candidates if code in flagged.get(t.key, ()))
         reasons.append({"code": code, "message": _FLAG_TEXT[code], "details": {
             "tx_hash": tx.tx_hash, "received_amount": tx.usd()}})
 
-    def closeness(t: Transfer):
+    def closeness(t: Transfer) -> tuple[Decimal, timedelta, datetime]:
         return (abs(t.usd() - record.amount), abs(t.timestamp.date() - record.record_date), t.timestamp)
 
     if clean:
@@ -170,8 +171,9 @@ def _match_record(record: IncomeRecord, by_origin: Mapping[str, list[Transfer]],
     return RecordMatch(record, None, None, tuple(reasons))
 
 
-def _mismatch(record: IncomeRecord, received: Decimal, config: MatchingConfig, tx_hash: str | None = None):
-    details = {"expected_amount": record.amount, "received_amount": received,
+def _mismatch(record: IncomeRecord, received: Decimal, config: MatchingConfig, tx_hash: str | None = None
+              ) -> dict[str, Any]:
+    details: dict[str, Any] = {"expected_amount": record.amount, "received_amount": received,
                "tolerance_pct": config.approximate_tolerance,
                "actual_variance_pct": variance(record.amount, received)}
     if tx_hash is not None:

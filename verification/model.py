@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Context, Decimal
+from typing import Any
 
 # Enough digits for any uint256 amount times a fraction: Decimal arithmetic here is exact.
 EXACT = Context(prec=120)
@@ -75,4 +76,4 @@ class Label:
 
     classification: str
     fraud_flags: tuple[str, ...] = ()
-    payroll_match: dict | None = None
+    payroll_match: dict[str, Any] | None = None

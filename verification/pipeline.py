@@ -93,7 +93,7 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
         flagged_keys[key] = tuple(sorted(set(flagged_keys.get(key, ())) | codes))
 
     results = match_income(periods, records, inflows, flagged_keys, config.matching)
-    income: dict[TransferKey, dict] = {}
+    income: dict[TransferKey, dict[str, Any]] = {}
     platform_hits: Counter[str] = Counter()
     received_by: Counter[str] = Counter()
     for result in results:
@@ -109,22 +109,20 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
     labels: dict[Wallet, dict[TransferKey, Label]] = {}
     findings: list[Finding] = []
     for w, items in own.items():
-        home = {x.address for x in wallets if x.network == w.network}
+        home = frozenset(x.address for x in wallets if x.network == w.network)
         view = {t.key: tuple(sorted(flags.get((w.address, t.key), ()))) for t in items}
         labels[w] = classify(w.address, items, home=home, fraud={k: v for k, v in view.items() if v},
                              income=income, whitelisted=whitelisted,
                              dex=set(config.dex_addresses.get(w.network, ())))
-        for t in items:
-            for code in view[t.key]:
-                findings.append(Finding(w, t, code))
+        findings.extend(Finding(w, t, code) for t in items for code in view[t.key])
     findings.sort(key=lambda f: (f.transfer.timestamp, f.transfer.order, f.wallet.address, f.code))
 
     primary = max(wallets, key=lambda w: (received_by[w.address], -wallets.index(w)), default=None)
     by_id = {p.id: p for p in platforms}
     platform = by_id.get(platform_hits.most_common(1)[0][0]) if platform_hits else (
         platforms[0] if platforms else None)
-    mine = {t.key: t for items in own.values() for t in items}
-    return Outcome(results, figures(results), labels, findings, primary, platform, list(mine.values()))
+    own_once = {t.key: t for items in own.values() for t in items}
+    return Outcome(results, figures(results), labels, findings, primary, platform, list(own_once.values()))
 
 
 def vip_report(outcome: Outcome, *, vip_id: str, user_id: str, generated_at: datetime,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 from vip.config import ScoringConfig
 from vip.verification.cashflow import Obligation
@@ -52,7 +53,7 @@ def income_tier(income: Decimal, config: ScoringConfig) -> str:
     return name
 
 
-def pillars(inputs: ScoreInputs, config: ScoringConfig) -> dict[str, dict]:
+def pillars(inputs: ScoreInputs, config: ScoringConfig) -> dict[str, dict[str, Any]]:
     income = inputs.verified_monthly_income
     requested = Decimal(max(inputs.periods_requested, 1))
     consistency = clamp_score(MAX_SCORE * (
@@ -106,13 +107,13 @@ def _usd(value: Decimal) -> Decimal:
     return value.quantize(USD_PLACES, ROUND_HALF_UP)
 
 
-def _pillar(name: str, score: int, details: dict, explanation: str) -> dict:
+def _pillar(name: str, score: int, details: dict[str, Any], explanation: str) -> dict[str, Any]:
     weight = WEIGHTS[name]
     return {"weight": weight, "score": score, "weighted_contribution": whole(score * weight),
             "details": details, "explanation": explanation}
 
 
-def composite(scores: dict[str, dict]) -> int:
+def composite(scores: dict[str, dict[str, Any]]) -> int:
     """The spec's formula on the exact pillar scores, rounded half up once at the end."""
     return clamp_score(sum((Decimal(p["score"]) * WEIGHTS[name] for name, p in scores.items()), Decimal(0)))
 
@@ -140,13 +141,13 @@ REASON_TEXT = {
 FRAUD_REASON = ("AA_FRAUD_SIGNALS", "Transactions were flagged as wash trades or circular flows")
 
 
-def adverse_action_reasons(scores: dict[str, dict], rec: str, fraud_flag_count: int,
-                           config: ScoringConfig) -> list[dict]:
+def adverse_action_reasons(scores: dict[str, dict[str, Any]], rec: str, fraud_flag_count: int,
+                           config: ScoringConfig) -> list[dict[str, Any]]:
     """When the answer is not `approve`: the fraud reason if any, then pillars under the threshold,
     weakest first (ties in the spec's pillar order); at most four."""
     if rec == "approve":
         return []
-    reasons = []
+    reasons: list[dict[str, Any]] = []
     if fraud_flag_count:
         reasons.append({"code": FRAUD_REASON[0], "text": FRAUD_REASON[1]})
     order = list(WEIGHTS)
@@ -164,8 +165,8 @@ def credit_limit(income: Decimal, config: ScoringConfig) -> Decimal:
     return _usd(income * config.credit_limit_multiple)
 
 
-def risk_score(inputs: ScoreInputs, fraud_flags: list, config: ScoringConfig, *, score_id: str, user_id: str,
-               vip_id: str, generated_at: str) -> dict:
+def risk_score(inputs: ScoreInputs, fraud_flags: list[Any], config: ScoringConfig, *, score_id: str,
+               user_id: str, vip_id: str, generated_at: str) -> dict[str, Any]:
     """The spec's risk score body."""
     scores = pillars(inputs, config)
     total = composite(scores)

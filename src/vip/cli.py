@@ -54,10 +54,30 @@ def cmd_revision(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def no_networks_error(settings: Settings, command: str) -> str | None:
+    """Why `command` (serve, index) should not start: no network has an RPC URL. None when one has."""
+    if settings.enabled_networks():
+        return None
+    variables = ", ".join(sorted(n.rpc_url_env for n in settings.networks.values() if n.rpc_url_env))
+    return (f"vip {command}: no network is enabled: set an RPC URL in VIP_RPC_<NETWORK> ({variables}) or "
+            "a network's rpc_url in a config file listed in $VIP_CONFIG (or pass --allow-no-networks)")
+
+
+def refuses_to_start(settings: Settings, args: argparse.Namespace) -> bool:
+    """A service started with no network follows no chain and can verify no wallet: say so and refuse,
+    unless told to run anyway (a daemon that only delivers webhooks, in a test or a benchmark)."""
+    error = None if args.allow_no_networks else no_networks_error(settings, args.command)
+    if error:
+        print(error, file=sys.stderr)
+    return error is not None
+
+
 def cmd_index(settings: Settings, args: argparse.Namespace) -> int:
     from vip.daemon import run_daemon
     from vip.store.engine import migrate
 
+    if refuses_to_start(settings, args):
+        return 2
     url = database_url(settings)
     migrate(url)
     _run_until_signal(lambda stop: run_daemon(settings, url, stop, networks=args.network or None))
@@ -70,6 +90,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     from vip.api.app import create_app
     from vip.store.engine import migrate
 
+    if refuses_to_start(settings, args):
+        return 2
     url = database_url(settings)
     migrate(url)
     web.run_app(create_app(settings, url), host=args.host or settings.api.host,
@@ -213,6 +235,11 @@ def add_time_travel_parser(sub) -> None:
     travel.set_defaults(func=cmd_time_travel)
 
 
+def add_allow_no_networks(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow-no-networks", action="store_true",
+                        help="start even when no network has an RPC URL (VIP_RPC_<NETWORK>)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vip", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -229,11 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     index = sub.add_parser("index", help="run the indexer daemon")
     index.add_argument("--network", action="append", help="only this network (repeatable)")
+    add_allow_no_networks(index)
     index.set_defaults(func=cmd_index)
 
     serve = sub.add_parser("serve", help="run the HTTP API")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    add_allow_no_networks(serve)
     serve.set_defaults(func=cmd_serve)
 
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)

@@ -9,8 +9,10 @@ from pathlib import Path
 
 def _package_dir(package: str) -> Path:
     # A regular package installed from a wheel (or linked by an editable install) is a real directory;
-    # Alembic and glob need a Path, not a Traversable.
-    return Path(str(files(package)))
+    # Alembic and glob need a Path, not a Traversable. Resolving the package's __init__.py leads from the
+    # strict editable install's link tree back to the checkout's folder, so that files added there
+    # (a migration `vip revision` writes) are seen, and written, in the checkout itself.
+    return Path(str(files(package) / "__init__.py")).resolve().parent
 
 
 def default_config_dir() -> Path:

@@ -73,9 +73,9 @@ async def running_indexer(settings: Settings, database_url: str, networks: list[
         await asyncio.wait_for(task, 30)
 
 
-def spawn_indexer(env_overrides: dict[str, str], log_path) -> subprocess.Popen:
+def spawn_indexer(env_overrides: dict[str, str], log_path, *options: str) -> subprocess.Popen:
     """`vip index` as a real OS process (for kill -9 tests)."""
     env = {**os.environ, **env_overrides}
-    out = open(log_path, "ab")  # handed to the child process
-    return subprocess.Popen([sys.executable, "-m", "vip.cli", "index"], env=env, stdout=out,
+    out = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
+    return subprocess.Popen([sys.executable, "-m", "vip.cli", "index", *options], env=env, stdout=out,
                             stderr=subprocess.STDOUT)

@@ -45,8 +45,8 @@ def conformance_middleware(found: list[Violation], base_url: str):
         documented = request.method.lower() in doc["paths"].get(template, {})
         if documented and isinstance(response, web.Response) and response.content_type == "application/json":
             body = json.loads(response.text)
-            for problem in violations_of(doc, request.method, template, response.status, body):
-                found.append((request.method, template, response.status, problem))
+            found.extend((request.method, template, response.status, problem)
+                         for problem in violations_of(doc, request.method, template, response.status, body))
         return response
 
     return check

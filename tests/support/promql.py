@@ -66,9 +66,8 @@ def balanced(expr: str) -> bool:
     for char in _STRING.sub('""', expr):
         if char in "([{":
             stack.append(char)
-        elif char in pairs:
-            if not stack or stack.pop() != pairs[char]:
-                return False
+        elif char in pairs and (not stack or stack.pop() != pairs[char]):
+            return False
         depth = len(stack)
     return depth == 0
 

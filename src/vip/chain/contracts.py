@@ -18,7 +18,7 @@ from web3 import Web3
 from web3.contract import Contract
 from web3.contract.contract import ContractConstructor, ContractFunction
 from web3.exceptions import ContractLogicError
-from web3.types import TxParams, TxReceipt
+from web3.types import TxParams, TxReceipt, Wei
 
 from vip.resources import contract_artifacts_dir
 
@@ -45,7 +45,8 @@ def load_artifact(name: str) -> dict[str, Any]:
     path = ARTIFACTS_DIR / f"{name}.json"
     if not path.is_file():
         raise FileNotFoundError(f"no artifact {path}; run `node contracts/build.mjs`")
-    return json.loads(path.read_text())
+    artifact: dict[str, Any] = json.loads(path.read_text())
+    return artifact
 
 
 def contract_at(w3: Web3, name: str, address: str) -> Contract:
@@ -103,7 +104,7 @@ def _fill_transaction(w3: Web3, tx: TxParams) -> TxParams:
         # Same policy as web3's build_transaction: tip plus twice the current base fee.
         tip = w3.eth.max_priority_fee
         tx["maxPriorityFeePerGas"] = tip
-        tx["maxFeePerGas"] = tip + 2 * w3.eth.get_block("latest")["baseFeePerGas"]
+        tx["maxFeePerGas"] = Wei(tip + 2 * w3.eth.get_block("latest")["baseFeePerGas"])
     return tx
 
 

@@ -17,12 +17,15 @@ class OperatorKeyMissing(RuntimeError):
 
 
 def load_operator(config: DisbursementConfig) -> LocalAccount:
+    key: str | bytes
     if config.operator_private_key is not None:
-        return Account.from_key(config.operator_private_key.get_secret_value())
-    if config.operator_keystore:
+        key = config.operator_private_key.get_secret_value()
+    elif config.operator_keystore:
         if config.operator_keystore_password is None:
             raise OperatorKeyMissing("operator_keystore is set but $VIP_OPERATOR_KEYSTORE_PASSWORD is not")
         keystore = json.loads(Path(config.operator_keystore).read_text())
         key = Account.decrypt(keystore, config.operator_keystore_password.get_secret_value())
-        return Account.from_key(key)
-    raise OperatorKeyMissing("no operator key: set $VIP_OPERATOR_KEY or disbursement.operator_keystore")
+    else:
+        raise OperatorKeyMissing("no operator key: set $VIP_OPERATOR_KEY or disbursement.operator_keystore")
+    account: LocalAccount = Account.from_key(key)  # eth-account leaves it untyped
+    return account

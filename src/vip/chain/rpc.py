@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import aiohttp
 import orjson
@@ -22,6 +23,8 @@ from vip.chain.throttle import AdaptiveRateLimiter, backoff_delay
 from vip.config import RpcConfig
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 
 class RpcError(Exception):
@@ -75,7 +78,7 @@ _ids = itertools.count(1)
 _RATE_LIMIT_MARKERS = ("rate limit", "too many requests", "compute units", "capacity", "throttl")
 
 
-def _classify(method: str, params: list, error: dict) -> RpcError:
+def _classify(method: str, params: list[Any], error: dict[str, Any]) -> RpcError:
     message = str(error.get("message", error))
     code = error.get("code")
     lowered = message.lower()
@@ -143,7 +146,8 @@ class RpcClient:
         finally:
             metrics.RPC_LATENCY.labels(self.network, label).observe(time.perf_counter() - started)
 
-    async def _with_retries(self, label: str, attempt_once, max_attempts: int | None):
+    async def _with_retries(self, label: str, attempt_once: Callable[[], Awaitable[T]],
+                            max_attempts: int | None) -> T:
         attempts = max_attempts or self.config.max_attempts
         for attempt in range(attempts):
             try:
@@ -163,10 +167,11 @@ class RpcClient:
                 return result
         raise AssertionError("unreachable")
 
-    async def call(self, method: str, params: list | None = None, *, max_attempts: int | None = None):
+    async def call(self, method: str, params: list[Any] | None = None, *,
+                   max_attempts: int | None = None) -> Any:
         params = params or []
 
-        async def once():
+        async def once() -> Any:
             reply = await self._post({"jsonrpc": "2.0", "id": next(_ids), "method": method,
                                       "params": params}, method)
             if "error" in reply:
@@ -175,13 +180,14 @@ class RpcClient:
 
         return await self._with_retries(method, once, max_attempts)
 
-    async def batch(self, calls: list[tuple[str, list]], *, max_attempts: int | None = None) -> list:
+    async def batch(self, calls: list[tuple[str, list[Any]]], *,
+                    max_attempts: int | None = None) -> list[Any]:
         """Several calls in one HTTP request; results in order. Any failed item fails the batch."""
         if not calls:
             return []
         label = calls[0][0] if len({m for m, _ in calls}) == 1 else "batch"
 
-        async def once():
+        async def once() -> list[Any]:
             first = next(_ids)
             payload = [{"jsonrpc": "2.0", "id": first + i, "method": m, "params": p}
                        for i, (m, p) in enumerate(calls)]
@@ -192,7 +198,7 @@ class RpcClient:
                 error = reply.get("error", {"message": "batch answered with a single object"})
                 raise _classify(label, [], error)
             by_id = {item.get("id"): item for item in reply}
-            results = []
+            results: list[Any] = []
             for i, (method, params) in enumerate(calls):
                 item = by_id.get(first + i)
                 if item is None:
@@ -212,14 +218,15 @@ class RpcClient:
     async def block_number(self) -> int:
         return int(await self.call("eth_blockNumber"), 16)
 
-    async def get_blocks(self, numbers: list[int]) -> list[dict | None]:
+    async def get_blocks(self, numbers: list[int]) -> list[dict[str, Any] | None]:
         """Blocks (without transactions) by number; None where the node has no such block."""
-        results: list[dict | None] = []
+        results: list[dict[str, Any] | None] = []
         for chunk_start in range(0, len(numbers), 100):
             chunk = numbers[chunk_start:chunk_start + 100]
             results += await self.batch([("eth_getBlockByNumber", [hex(n), False]) for n in chunk])
         return results
 
-    async def get_logs(self, filter_params: dict) -> list[dict]:
+    async def get_logs(self, filter_params: dict[str, Any]) -> list[dict[str, Any]]:
         # Two attempts only: a persistent failure should shrink the range, which the caller does.
-        return await self.call("eth_getLogs", [filter_params], max_attempts=2)
+        logs: list[dict[str, Any]] = await self.call("eth_getLogs", [filter_params], max_attempts=2)
+        return logs
