@@ -56,13 +56,14 @@ from sqlalchemy import func, select
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.benchdb import throwaway_database
-from vip.config import NetworkConfig, Settings, TokenConfig, VerificationConfig, load_settings
+from vip.config import NetworkConfig, Settings, TokenConfig, load_settings
 from vip.ids import new_id
 from vip.reports import vip_reports
 from vip.reports.worker import VipReportJob
 from vip.store.engine import create_engine
 from vip.store.tables import transfer_labels
 from vip.store.tables import vip_reports as vip_table
+from vip.verification.config import VerificationConfig
 from vip.verification.model import CIRCULAR_FLOW, UNVERIFIED_SOURCE, WASH_TRADE
 
 NETWORK = "bench"

@@ -14,9 +14,9 @@ from vip.config import NetworkConfig
 from vip.indexer import store
 from vip.indexer.decode import BlockHeader, TokenLog
 from vip.indexer.fetcher import LogFetcher
-from vip.indexer.loop import run_steps
 from vip.indexer.progress import Progress
 from vip.indexer.store import WatchedAddress
+from vip.run_loop import run_steps
 
 log = structlog.get_logger(__name__)
 

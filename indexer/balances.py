@@ -39,7 +39,7 @@ from vip.chain.rpc import RpcClient
 from vip.config import NetworkConfig
 from vip.indexer import store
 from vip.indexer.fetcher import InconsistentResponse
-from vip.indexer.loop import run_steps
+from vip.run_loop import run_steps
 from vip.store.tables import address_balances, block_headers, token_transfers, watched_addresses
 
 log = structlog.get_logger(__name__)

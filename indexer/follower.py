@@ -18,11 +18,11 @@ from vip.config import IndexerConfig, NetworkConfig
 from vip.indexer import store
 from vip.indexer.decode import BlockHeader, parse_header
 from vip.indexer.fetcher import FetchedRange, LogFetcher, ReorgDetected
-from vip.indexer.loop import sleep_or_stop
 from vip.indexer.progress import Progress
 from vip.indexer.ranges import finalized_block
 from vip.indexer.reorg import first_common_block, header_window_start
 from vip.indexer.store import Cursor
+from vip.run_loop import sleep_or_stop
 
 log = structlog.get_logger(__name__)
 

@@ -297,3 +297,22 @@ async def advance_backfill(conn: AsyncConnection, network: str, addresses: Seque
         watched_addresses.c.backfill_next_block >= watched_addresses.c.live_from_block,
     ).values(backfill_done_at=func.now()))
 
+
+@dataclass(frozen=True)
+class NetworkStatus:
+    network: str
+    chain_id: int
+    block_number: int
+    watched: int
+    reorgs: int
+
+
+async def network_status(conn: AsyncConnection) -> list[NetworkStatus]:
+    """Each followed network's cursor, watch-set size and count of repaired reorgs (`vip status`)."""
+    cursors = (await conn.execute(select(chain_cursors).order_by(chain_cursors.c.network))).all()
+    reorgs: dict[str, int] = dict((await conn.execute(select(chain_reorgs.c.network, func.count())
+                                                      .group_by(chain_reorgs.c.network))).tuples().all())
+    watched: dict[str, int] = dict((await conn.execute(select(watched_addresses.c.network, func.count())
+                                                       .group_by(watched_addresses.c.network))).tuples().all())
+    return [NetworkStatus(c.network, c.chain_id, c.block_number, watched.get(c.network, 0),
+                          reorgs.get(c.network, 0)) for c in cursors]

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vip.config import (
+from vip.verification.cashflow import Obligation, average_balance, obligations
+from vip.verification.classify import classify
+from vip.verification.config import (
     CircularFlowConfig,
     MatchingConfig,
     ScoringConfig,
     VerificationConfig,
     WashTradeConfig,
 )
-from vip.verification.cashflow import Obligation, average_balance, obligations
-from vip.verification.classify import classify
 from vip.verification.fraud import TransferGraph, find_circular_flows, find_wash_trades, within
 from vip.verification.matching import tier, variance
 from vip.verification.model import (

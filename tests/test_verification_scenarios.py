@@ -20,9 +20,9 @@ from tests.support.indexer import running_indexer, wait_synced
 from tests.support.platforms import load_platforms
 from tests.support.verification import USDC, Borrower, month_after, months_after, new_borrower, noon
 from vip.clock import clock_for
-from vip.config import CircularFlowConfig, VerificationConfig
 from vip.reports.worker import VipReportJob
 from vip.store.tables import vip_reports
+from vip.verification.config import CircularFlowConfig, VerificationConfig
 
 DEX = "0x" + "de" * 20
 SALARY = Decimal(5000)

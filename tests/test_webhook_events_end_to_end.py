@@ -56,8 +56,9 @@ from tests.support.webhooks import Receiver
 from tests.test_webhook_docs import catalogue
 from vip.api.app import create_app
 from vip.api.jsonio import loads
-from vip.config import CircularFlowConfig, Settings, VerificationConfig, WebhookConfig
+from vip.config import Settings, WebhookConfig
 from vip.store.tables import outbox_events, vip_reports
+from vip.verification.config import CircularFlowConfig, VerificationConfig
 from vip.webhooks.catalogue import EVENT_TYPES
 
 HOOKS = WebhookConfig(allow_http=True, poll_interval_s=0.05)

@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from vip.config import CircularFlowConfig, WashTradeConfig
+from vip.verification.config import CircularFlowConfig, WashTradeConfig
 from vip.verification.model import EXACT, Transfer, TransferKey
 
 # At most this many of one counterparty's transfers are examined from one starting transfer.

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from vip.config import MatchingConfig
+from vip.verification.config import MatchingConfig
 from vip.verification.model import (
     CIRCULAR_FLOW,
     EXACT,

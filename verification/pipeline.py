@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from vip.config import VerificationConfig
 from vip.verification.classify import classify
+from vip.verification.config import VerificationConfig
 from vip.verification.fraud import TransferGraph, find_circular_flows, find_wash_trades
 from vip.verification.matching import PeriodResult, match_income
 from vip.verification.model import (

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from vip.config import ScoringConfig
 from vip.verification.cashflow import Obligation
+from vip.verification.config import ScoringConfig
 from vip.verification.model import EXACT
 
 WEIGHTS = {"consistency": Decimal("0.40"), "volume": Decimal("0.25"), "liquidity_buffer": Decimal("0.20"),

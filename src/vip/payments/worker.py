@@ -14,11 +14,11 @@ from vip.chain.operator import OperatorKeyMissing, load_operator
 from vip.chain.rpc import RpcClient
 from vip.clock import Clock
 from vip.config import NetworkConfig, Settings
-from vip.indexer.loop import run_steps
 from vip.indexer.store import load_cursor
 from vip.payments import rules, store
 from vip.payments.charges import ChargeExecutor
 from vip.payments.disburser import allowance_at
+from vip.run_loop import run_steps
 
 log = structlog.get_logger(__name__)
 

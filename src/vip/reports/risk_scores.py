@@ -10,11 +10,11 @@ from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vip.config import ScoringConfig
 from vip.ids import new_id
 from vip.store.outbox import record_event
 from vip.store.tables import risk_scores
 from vip.verification.cashflow import Obligation
+from vip.verification.config import ScoringConfig
 from vip.verification.scoring import ScoreInputs, risk_score
 
 

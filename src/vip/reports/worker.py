@@ -17,9 +17,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from vip import metrics
 from vip.clock import Clock
 from vip.config import PlatformConfig, Settings
-from vip.indexer.loop import run_steps
 from vip.reports import inputs as inputs
 from vip.reports import vip_reports
+from vip.run_loop import run_steps
 from vip.store.outbox import record_event
 from vip.verification.cashflow import average_balance, obligations
 from vip.verification.model import EXACT, FRAUD_TYPES, Transfer, TransferKey

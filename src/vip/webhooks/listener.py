@@ -9,7 +9,7 @@ import asyncio
 import psycopg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from vip.indexer.loop import sleep_or_stop
+from vip.run_loop import sleep_or_stop
 from vip.webhooks.sender import ERROR_TEXT_LIMIT
 
 NOTIFY_CHANNEL = "vip_outbox"  # notified by the outbox trigger (migration 0006)

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from vip import metrics
 from vip.clock import Clock
 from vip.config import WebhookConfig
-from vip.indexer.loop import run_steps
+from vip.run_loop import run_steps
 from vip.webhooks import claims, fanout, outcomes, sender
 from vip.webhooks.claims import Job
 from vip.webhooks.listener import listen_for_events

@@ -9,16 +9,27 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from aiohttp import web
+from alembic import command as alembic_command
+
+from vip.accounts import keys
+from vip.api.app import create_app
+from vip.chain import time_travel
+from vip.chain.rpc import RpcError
+from vip.cli.webhooks import add_webhooks_parser, run_webhooks_command
 from vip.config import Settings, load_settings
+from vip.daemon import run_daemon
+from vip.devstack.dev import run_dev
+from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
+from vip.indexer import store
 from vip.logging import configure_logging
+from vip.store.engine import alembic_config, create_engine, migrate
 
 DEFAULT_DATA_DIR = Path(".vip-dev")  # in the working directory, like node_modules
 
 
 def database_url(settings: Settings) -> str:
     """DATABASE_URL when set, else the embedded PostgreSQL in the default data directory."""
-    from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
-
     if settings.database_url:
         return to_sqlalchemy_url(settings.database_url)
     return embedded_postgres_url(DEFAULT_DATA_DIR / "pg")
@@ -36,21 +47,15 @@ def _run_until_signal(main) -> None:
 
 
 def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
-    from vip.store.engine import migrate
-
     migrate(database_url(settings))
     print("database schema is up to date")
     return 0
 
 
 def cmd_revision(settings: Settings, args: argparse.Namespace) -> int:
-    from alembic import command
-
-    from vip.store.engine import alembic_config, migrate
-
     url = database_url(settings)
     migrate(url)  # autogenerate compares the models with an up-to-date schema
-    command.revision(alembic_config(url), message=args.message, autogenerate=True)
+    alembic_command.revision(alembic_config(url), message=args.message, autogenerate=True)
     return 0
 
 
@@ -73,9 +78,6 @@ def refuses_to_start(settings: Settings, args: argparse.Namespace) -> bool:
 
 
 def cmd_index(settings: Settings, args: argparse.Namespace) -> int:
-    from vip.daemon import run_daemon
-    from vip.store.engine import migrate
-
     if refuses_to_start(settings, args):
         return 2
     url = database_url(settings)
@@ -85,11 +87,6 @@ def cmd_index(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
-    from aiohttp import web
-
-    from vip.api.app import create_app
-    from vip.store.engine import migrate
-
     if refuses_to_start(settings, args):
         return 2
     url = database_url(settings)
@@ -100,16 +97,11 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_dev(_: Settings, args: argparse.Namespace) -> int:
-    from vip.devstack.dev import run_dev
-
     return run_dev(Path(args.data_dir), Path(args.state_file) if args.state_file else None,
                    args.anvil_port, args.api_port, args.metrics_port, demo=not args.no_demo)
 
 
 def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
-    from vip.indexer import store
-    from vip.store.engine import create_engine
-
     start_time = datetime.fromisoformat(args.start_time) if args.start_time else None
 
     async def main() -> None:
@@ -125,9 +117,6 @@ def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
-    from vip.accounts import keys
-    from vip.store.engine import create_engine
-
     async def main() -> int:
         engine = create_engine(database_url(settings))
         try:
@@ -161,29 +150,18 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
 
 # --- webhooks (issue 6) ---
 def cmd_webhooks(settings: Settings, args: argparse.Namespace) -> int:
-    from vip.webhooks.cli import run_webhooks_command
-
     return asyncio.run(run_webhooks_command(settings, database_url(settings), args))
 
 
 def cmd_status(settings: Settings, _: argparse.Namespace) -> int:
-    from sqlalchemy import func, select
-
-    from vip.store.engine import create_engine
-    from vip.store.tables import chain_cursors, chain_reorgs, watched_addresses
-
     async def main() -> None:
         engine = create_engine(database_url(settings))
         async with engine.connect() as conn:
-            cursors = (await conn.execute(select(chain_cursors))).all()
-            reorgs = dict((await conn.execute(select(chain_reorgs.c.network, func.count())
-                                              .group_by(chain_reorgs.c.network))).all())
-            watched = dict((await conn.execute(select(watched_addresses.c.network, func.count())
-                                               .group_by(watched_addresses.c.network))).all())
+            networks = await store.network_status(conn)
         await engine.dispose()
-        for c in cursors:
-            print(f"{c.network:10} chain {c.chain_id:>8}  block {c.block_number:>10}  "
-                  f"watched {watched.get(c.network, 0):>6}  reorgs {reorgs.get(c.network, 0):>4}")
+        for n in networks:
+            print(f"{n.network:10} chain {n.chain_id:>8}  block {n.block_number:>10}  "
+                  f"watched {n.watched:>6}  reorgs {n.reorgs:>4}")
 
     asyncio.run(main())
     return 0
@@ -199,9 +177,6 @@ def _unix_time(text: str) -> int:
 
 
 def cmd_time_travel(settings: Settings, args: argparse.Namespace) -> int:
-    from vip.chain import time_travel
-    from vip.chain.rpc import RpcError
-
     dev_networks = Path(args.data_dir) / "networks.local.toml"  # written by a running `vip dev`
     if args.network not in settings.networks and dev_networks.exists():
         settings = load_settings(extra_files=[dev_networks])
@@ -284,8 +259,6 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("--org", required=True)
     keys_parser.set_defaults(func=cmd_keys)
 
-    from vip.webhooks.cli import add_webhooks_parser  # webhooks (issue 6)
-
     add_webhooks_parser(sub).set_defaults(func=cmd_webhooks)
 
     watch = sub.add_parser("watch", help="add an address to a network's watch set (backfilled)")
@@ -307,5 +280,3 @@ def main(argv: list[str] | None = None) -> int:
     return args.func(settings, args)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
