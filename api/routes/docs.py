@@ -50,11 +50,10 @@ def render(doc: dict[str, Any]) -> str:
             if params:
                 parts.append("<table><tr><th>parameter</th><th>in</th><th>required</th><th>schema</th>"
                              "<th></th></tr>")
-                for p in params:
-                    parts.append(f"<tr><td><code>{html.escape(p['name'])}</code></td><td>{p['in']}</td>"
-                                 f"<td>{'yes' if p.get('required') else 'no'}</td>"
-                                 f"<td><code>{html.escape(json.dumps(p['schema']))}</code></td>"
-                                 f"<td>{html.escape(p.get('description', ''))}</td></tr>")
+                parts.extend(f"<tr><td><code>{html.escape(p['name'])}</code></td><td>{p['in']}</td>"
+                             f"<td>{'yes' if p.get('required') else 'no'}</td>"
+                             f"<td><code>{html.escape(json.dumps(p['schema']))}</code></td>"
+                             f"<td>{html.escape(p.get('description', ''))}</td></tr>" for p in params)
                 parts.append("</table>")
             if "requestBody" in op:
                 name = op["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]

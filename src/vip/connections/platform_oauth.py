@@ -126,7 +126,7 @@ _SINGLE_CASE = re.compile(r"^([0-9a-f]{40}|[0-9A-F]{40})$")
 def check_amount(value: Any, *, allow_text: bool = False) -> Decimal:
     """A positive amount with at most 6 decimals, exact: a JSON number (int or Decimal, never a float or
     a boolean), or with `allow_text` a plain decimal string such as "5000.00"."""
-    if isinstance(value, bool) or isinstance(value, float):
+    if isinstance(value, bool | float):
         raise ValueError("must be a JSON number (exact decimal)")
     if isinstance(value, int):
         amount = Decimal(value)

@@ -196,13 +196,13 @@ async def write_labels(conn: AsyncConnection, wallet: Wallet, labels: Mapping[Tr
         "CREATE TEMP TABLE IF NOT EXISTS transfer_labels_staging "
         "(LIKE transfer_labels INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"))
     raw = (await conn.get_raw_connection()).driver_connection
-    async with raw.cursor() as cur:
-        async with cur.copy("COPY transfer_labels_staging (network, tx_hash, log_index, wallet_address, "
-                            "classification, fraud_flags, payroll_match, labelled_at) FROM STDIN") as copy:
-            for key, label in labels.items():
-                match = Jsonb(label.payroll_match) if label.payroll_match is not None else None
-                await copy.write_row((key[0], key[1], key[2], wallet.address, label.classification,
-                                      list(label.fraud_flags), match, now))
+    async with raw.cursor() as cur, cur.copy(
+            "COPY transfer_labels_staging (network, tx_hash, log_index, wallet_address, classification, "
+            "fraud_flags, payroll_match, labelled_at) FROM STDIN") as copy:
+        for key, label in labels.items():
+            match = Jsonb(label.payroll_match) if label.payroll_match is not None else None
+            await copy.write_row((key[0], key[1], key[2], wallet.address, label.classification,
+                                  list(label.fraud_flags), match, now))
     await conn.execute(text(
         "INSERT INTO transfer_labels SELECT * FROM transfer_labels_staging "
         "ON CONFLICT (network, tx_hash, log_index, wallet_address) DO UPDATE SET "

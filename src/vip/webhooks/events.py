@@ -51,7 +51,8 @@ async def list_events(conn: AsyncConnection, organisation_id: str, filters: Even
     if filters.created_to is not None:
         conditions.append(e.c.created_at < filters.created_to)
     if filters.delivery_status is not None:
-        conditions.append(DELIVERY_STATUS == filters.delivery_status)
+        # the SQL expression on the left builds the comparison (not a Yoda condition)
+        conditions.append(DELIVERY_STATUS == filters.delivery_status)  # noqa: SIM300
     if before_seq is not None:
         conditions.append(e.c.seq < before_seq)
     rows = list(await conn.execute(select(e, DELIVERY_STATUS).where(and_(*conditions))
