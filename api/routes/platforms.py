@@ -26,14 +26,16 @@ from vip.api.jsonio import iso, json_response
 from vip.api.validation import Body, Query, read_body, read_query
 from vip.config import PLATFORM_ID
 from vip.connections import platform_connect
-from vip.connections.platform_oauth import (
-    CALLBACK_PATH,
+from vip.connections.income_records import (
     IncomeRecord,
-    OAuthStateInvalid,
     check_amount,
     check_currency,
     check_day,
     check_reference,
+)
+from vip.connections.platform_oauth import (
+    CALLBACK_PATH,
+    OAuthStateInvalid,
 )
 from vip.connections.resource import connection_json
 from vip.errors import ValidationFailed

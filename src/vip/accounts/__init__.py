@@ -1,0 +1,1 @@
+"""Organisations, their API keys and their users (borrowers)."""

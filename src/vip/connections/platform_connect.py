@@ -27,10 +27,10 @@ from vip.accounts.users import load_user
 from vip.clock import Clock
 from vip.config import PlatformConfig, Settings
 from vip.connections import platform_tokens, store
+from vip.connections.income_records import IncomeRecord
 from vip.connections.platform_oauth import (
     STATE_RETENTION,
     STATE_TTL,
-    IncomeRecord,
     OAuthDenied,
     OAuthStateInvalid,
     authorize_redirect,

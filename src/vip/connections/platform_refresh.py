@@ -20,7 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vip.config import PlatformConfig, Settings
 from vip.connections import platform_tokens
-from vip.connections.platform_oauth import PulledAccount, repull_account, sync_failed
+from vip.connections.income_records import PulledAccount
+from vip.connections.platform_oauth import repull_account, sync_failed
 from vip.connections.platform_tokens import OAuthConnection
 from vip.connections.store import resync_platform_connection
 from vip.errors import PlatformSyncFailed

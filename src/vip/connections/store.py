@@ -10,7 +10,7 @@ from sqlalchemy import Row, delete, exists, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vip.connections.platform_oauth import IncomeRecord
+from vip.connections.income_records import IncomeRecord
 from vip.errors import Conflict
 from vip.ids import new_id
 from vip.store.tables import connections, income_records, wallets

@@ -1,0 +1,1 @@
+"""A user's normalized, fraud-filtered transactions and their wallets with balances."""
