@@ -96,9 +96,10 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_dev(_: Settings, args: argparse.Namespace) -> int:
+def cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
     return run_dev(Path(args.data_dir), Path(args.state_file) if args.state_file else None,
-                   args.anvil_port, args.api_port, args.metrics_port, demo=not args.no_demo)
+                   args.anvil_port, args.api_port, args.metrics_port, demo=not args.no_demo,
+                   configured_database_url=settings.database_url)
 
 
 def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:

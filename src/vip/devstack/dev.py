@@ -128,12 +128,13 @@ def wait_http(url: str, timeout_s: float, proc: subprocess.Popen | None = None) 
 
 
 def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: int,
-            metrics_port: int, demo: bool = True) -> int:
-    """Start everything, print where it is, block until Ctrl-C, then stop everything cleanly."""
+            metrics_port: int, demo: bool = True, configured_database_url: str | None = None) -> int:
+    """Start everything, print where it is, block until Ctrl-C, then stop everything cleanly. The database
+    is `configured_database_url` (the settings' DATABASE_URL) when given, else an embedded one."""
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    env_url = os.environ.get(ENV_DATABASE_URL)
-    database_url = to_sqlalchemy_url(env_url) if env_url else embedded_postgres_url(data_dir / "pg")
+    database_url = (to_sqlalchemy_url(configured_database_url) if configured_database_url
+                    else embedded_postgres_url(data_dir / "pg"))
     migrate(database_url)
 
     genesis = int((datetime.now(UTC) - GENESIS_AGE).timestamp())
@@ -193,7 +194,7 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
             tmp.replace(state_file)  # readers never see a half-written file
         genesis_day = f"{datetime.fromtimestamp(genesis, UTC):%Y-%m-%d}"
         print(f"""vip dev is running (Ctrl-C stops everything)
-  database   {'DATABASE_URL' if env_url else 'embedded PostgreSQL in ' + str(data_dir / 'pg')}
+  database   {'DATABASE_URL' if configured_database_url else 'embedded PostgreSQL in ' + str(data_dir / 'pg')}
   anvil      {node.rpc_url} (chain id {node.chain_id}, genesis {genesis_day})
   USDC       {contracts.usdc}
   USDT       {contracts.usdt}
