@@ -22,6 +22,7 @@ from vip.api.routes import (
     connections,
     docs,
     events,
+    funding_wallets,
     payments,
     platforms,
     transactions,
@@ -39,7 +40,7 @@ from vip.store.engine import create_engine
 log = structlog.get_logger(__name__)
 ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.routes, connections.routes,
                 wallets.routes, transactions.routes, docs.routes,
-                payments.routes,  # disbursement
+                funding_wallets.routes, payments.routes,  # disbursement
                 verification.routes,  # VIP report, risk score
                 webhooks.routes, events.routes,  # webhook endpoints, events and replay
                 dev_routes.routes)  # integrators' test clock (local networks only)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vip.api.openapi_schemas import TIMESTAMP, ok_response, operation, path_param, query_param, ref
-from vip.api.routes import admin, payments, platforms, users, wallet_connect, webhooks
+from vip.api.routes import admin, funding_wallets, payments, platforms, users, wallet_connect, webhooks
 from vip.api.routes import dev as dev_routes
 
 USER_ID = {"type": "string", "minLength": 1}
@@ -113,7 +113,8 @@ INTENT_BODY = {"type": "object", "properties": {"payment_intent": ref("PaymentIn
 CHARGE_BODY = {"type": "object", "properties": {"charge": ref("Charge")}, "required": ["charge"]}
 PATHS.update({
     "/v1/payment-intents": {"post": operation(
-        "Stage a disbursement: returns the approve() call the funding wallet must make", "disburse", {
+        "Stage a disbursement from a registered funding wallet of the organisation: returns the approve() "
+        "call (spender: the organisation's own spender) the funding wallet must make", "disburse", {
             "201": ok_response(
                 "The intent, pending_approval; it expires after 30 minutes (configurable) unless "
                        "approved. Fires payment_intent.created", INTENT_BODY)},
@@ -135,8 +136,36 @@ PATHS.update({
         tag="Disbursement")},
 })
 
+FUNDING_WALLET_BODY = {"type": "object", "properties": {"funding_wallet": ref("FundingWallet")},
+                       "required": ["funding_wallet"]}
+PATHS.update({
+    "/v1/funding-wallets/nonce": {"post": operation(
+        "A single-use challenge (10 minutes) to register a funding wallet: the message it must sign",
+        "disburse", {
+            "201": ok_response("Have the wallet sign `message` byte for byte (EIP-191 personal_sign)", {
+                "type": "object", "properties": {"nonce": {"type": "string"}, "message": {"type": "string"},
+                                                 "expires_at": TIMESTAMP},
+                "required": ["nonce", "message", "expires_at"]})},
+        body=funding_wallets.FundingWalletNonce, tag="Disbursement")},
+    "/v1/funding-wallets": {
+        "post": operation(
+            "Register a funding wallet to the caller's organisation with the wallet's signature (EOA or "
+            "ERC-1271 contract wallet); an address belongs to at most one organisation", "disburse", {
+                "201": ok_response("Registered: payment intents of this organisation may name it",
+                                   FUNDING_WALLET_BODY),
+                "200": ok_response("Already registered to this organisation", FUNDING_WALLET_BODY)},
+            errors=("409", "422", "502"), body=funding_wallets.RegisterFundingWallet, tag="Disbursement"),
+        "get": operation("List the organisation's funding wallets", "read", {
+            "200": ok_response("Registered funding wallets, oldest first", {
+                "type": "object", "properties": {"funding_wallets": {"type": "array",
+                                                                     "items": ref("FundingWallet")}},
+                "required": ["funding_wallets"]})}, tag="Disbursement"),
+    },
+})
+
 BODY_MODELS = [users.CreateUser, admin.CreateKey, wallet_connect.ConnectWallet,
-               platforms.DirectPlatformConnection, payments.CreatePaymentIntent, payments.CreateCharge]
+               platforms.DirectPlatformConnection, payments.CreatePaymentIntent, payments.CreateCharge,
+               funding_wallets.FundingWalletNonce, funding_wallets.RegisterFundingWallet]
 
 # --- dev: integrators' test clock ----------------------------------------------------------------------
 CHAIN_HEAD = {"type": "object", "properties": {

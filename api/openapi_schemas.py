@@ -84,7 +84,8 @@ SCHEMAS: dict[str, Any] = {
         "status": {"enum": ["pending_approval", "approval_confirmed", "expired", "succeeded", "failed"]},
         "user_id": ID, "amount_usd": NUMBER, "token": {"enum": ["USDC", "USDT"]},
         "network": {"type": "string"}, "recipient_wallet": ADDRESS, "funding_wallet": ADDRESS,
-        "contract_address": ADDRESS,
+        "contract_address": {**ADDRESS, "description": "The organisation's own spender under the "
+                             "disbursement contract: the address the funding wallet approves"},
         "approval_calldata": obj({
             "function": {"const": "approve"}, "spender": ADDRESS,
             "amount": {"type": "string", "pattern": r"^[0-9]+$",
@@ -106,6 +107,13 @@ SCHEMAS: dict[str, Any] = {
                          "description": "ERR_DISBURSEMENT_REJECTED (refused before sending) or "
                                         "ERR_DISBURSEMENT_REVERTED (reverted on chain)"},
         "failure_message": {"type": ["string", "null"]}, "created_at": TIMESTAMP,
+    }),
+    "FundingWallet": obj({
+        "address": ADDRESS,
+        "network": {"type": "string", "description": "Where the proof of control was checked"},
+        "kind": {"enum": ["eoa", "contract"],
+                 "description": "eoa: a key's EIP-191 signature; contract: the wallet's ERC-1271 check"},
+        "registered_at": TIMESTAMP,
     }),
 }
 

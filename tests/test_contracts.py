@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 from eth_account import Account
+from eth_utils import keccak
 from web3 import Web3
 from web3.contract import Contract
 from web3.logs import DISCARD
@@ -20,7 +21,9 @@ from vip.chain.contracts import (
     TRANSFER_TOPIC,
     TransactionReverted,
     contract_at,
+    organisation_key,
     send_transaction,
+    spender_of,
 )
 from vip.devstack.anvil import AnvilNode
 from vip.devstack.deploy import LocalContracts, deploy_local_contracts, mint
@@ -28,6 +31,7 @@ from vip.devstack.deploy import LocalContracts, deploy_local_contracts, mint
 TOKEN_NAMES = {"usdc": "StandardStablecoin", "usdt": "TetherStyleStablecoin"}
 TREASURY_FUNDS = 1_000_000 * 10**6  # 1M tokens in 6-decimal base units
 LOAN = 2_500 * 10**6 + 1  # an odd amount so an off-by-one would show
+ORG, OTHER_ORG = "org_lender_a", "org_lender_b"
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,9 @@ class Env:
     @property
     def disbursement(self) -> Contract:
         return contract_at(self.w3, "Disbursement", self.addresses.disbursement)
+
+    def spender(self, organisation_id: str = ORG) -> str:
+        return spender_of(self.addresses.disbursement, organisation_id)
 
 
 @pytest.fixture
@@ -75,14 +82,16 @@ def intent_id() -> bytes:
     return os.urandom(32)
 
 
-def approve_disbursement(env: Env, symbol: str, amount: int) -> None:
+def approve_disbursement(env: Env, symbol: str, amount: int, organisation_id: str = ORG) -> None:
+    """The treasury approves the organisation's spender (never the Disbursement contract itself)."""
     token = env.token(symbol)
-    send_transaction(env.w3, token.functions.approve(env.addresses.disbursement, amount), env.treasury_key)
+    send_transaction(env.w3, token.functions.approve(env.spender(organisation_id), amount), env.treasury_key)
 
 
-def disburse_call(env: Env, intent: bytes, symbol: str, to: str, amount: int):
+def disburse_call(env: Env, intent: bytes, symbol: str, to: str, amount: int, organisation_id: str = ORG):
     token_address = getattr(env.addresses, symbol)
-    return env.disbursement.functions.disburse(intent, token_address, env.treasury, to, amount)
+    return env.disbursement.functions.disburse(organisation_key(organisation_id), intent, token_address,
+                                               env.treasury, to, amount)
 
 
 def send_without_estimate(env: Env, call, private_key: str):
@@ -173,12 +182,13 @@ def test_disburse_moves_exact_amount_and_emits_event(env: Env, symbol: str) -> N
     approve_disbursement(env, symbol, LOAN)
     receipt = send_transaction(env.w3, disburse_call(env, intent, symbol, borrower, LOAN), env.operator_key)
 
-    assert balances(env, symbol, env.treasury, borrower, env.addresses.disbursement) == [
+    assert balances(env, symbol, env.treasury, borrower, env.addresses.disbursement, env.spender()) == [
         TREASURY_FUNDS - LOAN,
         LOAN,
         0,
+        0,
     ]
-    assert env.token(symbol).functions.allowance(env.treasury, env.addresses.disbursement).call() == 0
+    assert env.token(symbol).functions.allowance(env.treasury, env.spender()).call() == 0
     assert env.disbursement.functions.disbursed(intent).call() is True
 
     # DISCARD: the receipt also holds the token's Transfer log, which is not a Disbursement event.
@@ -191,8 +201,58 @@ def test_disburse_moves_exact_amount_and_emits_event(env: Env, symbol: str) -> N
         "to": borrower,
         "amount": LOAN,
     }
+    # The organisation's first disbursement creates its spender, at the address treasuries approved.
+    (created,) = env.disbursement.events.SpenderCreated().process_receipt(receipt, errors=DISCARD)
+    assert created["args"] == {"organisation": bytes.fromhex(organisation_key(ORG)[2:]),
+                               "spender": env.spender()}
+    created_topic = "0x" + keccak(text="SpenderCreated(bytes32,address)").hex()
     topics = [log["topics"][0].to_0x_hex() for log in receipt["logs"]]
-    assert sorted(topics) == sorted([DISBURSED_TOPIC, TRANSFER_TOPIC])
+    assert sorted(topics) == sorted([DISBURSED_TOPIC, TRANSFER_TOPIC, created_topic])
+
+
+def test_spender_address_is_computed_off_chain_and_created_once(env: Env) -> None:
+    d = env.disbursement
+    for org in (ORG, OTHER_ORG):
+        assert d.functions.spenderOf(organisation_key(org)).call() == env.spender(org)
+    assert env.spender(ORG) != env.spender(OTHER_ORG)
+    assert env.w3.eth.get_code(env.spender()) == b""  # approvable before it exists
+    approve_disbursement(env, "usdc", 2 * LOAN)
+    first = send_transaction(env.w3, disburse_call(env, intent_id(), "usdc", new_address(), LOAN),
+                             env.operator_key)
+    second = send_transaction(env.w3, disburse_call(env, intent_id(), "usdc", new_address(), LOAN),
+                              env.operator_key)
+    assert len(d.events.SpenderCreated().process_receipt(first, errors=DISCARD)) == 1
+    assert d.events.SpenderCreated().process_receipt(second, errors=DISCARD) == ()
+    spender = contract_at(env.w3, "OrganisationSpender", env.spender())
+    assert spender.functions.disbursement().call() == env.addresses.disbursement
+    assert balances(env, "usdc", env.treasury) == [TREASURY_FUNDS - 2 * LOAN]
+
+
+@pytest.mark.parametrize("symbol", ["usdc", "usdt"])
+def test_an_approval_for_one_organisation_never_pays_another(env: Env, symbol: str) -> None:
+    """The treasury of OTHER_ORG approved its own spender; the operator's key naming ORG (whose intent
+    named that treasury) cannot move a unit of it, estimated or mined."""
+    borrower, intent = new_address(), intent_id()
+    approve_disbursement(env, symbol, 10 * LOAN, organisation_id=OTHER_ORG)
+    call = disburse_call(env, intent, symbol, borrower, LOAN, organisation_id=ORG)
+    with pytest.raises(TransactionReverted, match="TransferFailed"):
+        send_transaction(env.w3, call, env.operator_key)
+    with pytest.raises(TransactionReverted, match="reverted in block"):
+        send_without_estimate(env, call, env.operator_key)
+    assert balances(env, symbol, env.treasury, borrower) == [TREASURY_FUNDS, 0]
+    assert env.disbursement.functions.disbursed(intent).call() is False
+    # Not even by calling a spender directly: only its Disbursement contract may pull through it.
+    send_transaction(env.w3, disburse_call(env, intent_id(), symbol, new_address(), 1, OTHER_ORG),
+                     env.operator_key)  # creates OTHER_ORG's spender
+    spender = contract_at(env.w3, "OrganisationSpender", env.spender(OTHER_ORG))
+    token_address = getattr(env.addresses, symbol)
+    for key in (env.operator_key, env.deployer_key, env.stranger_key):
+        with pytest.raises(TransactionReverted, match="NotDisbursement"):
+            send_transaction(env.w3, spender.functions.pull(token_address, env.treasury, borrower, LOAN), key)
+    assert balances(env, symbol, env.treasury, borrower) == [TREASURY_FUNDS - 1, 0]
+    # The treasury's own organisation is paid as approved.
+    send_transaction(env.w3, disburse_call(env, intent, symbol, borrower, LOAN, OTHER_ORG), env.operator_key)
+    assert balances(env, symbol, env.treasury, borrower) == [TREASURY_FUNDS - 1 - LOAN, LOAN]
 
 
 def test_only_operator_may_disburse(env: Env) -> None:
@@ -217,7 +277,7 @@ def test_replayed_intent_is_refused_and_moves_nothing(env: Env, symbol: str) -> 
         send_without_estimate(env, disburse_call(env, intent, symbol, borrower, LOAN), env.operator_key)
     assert info.value.receipt["status"] == 0 and info.value.receipt["logs"] == []
     assert balances(env, symbol, env.treasury, borrower) == [TREASURY_FUNDS - LOAN, LOAN]
-    allowance = env.token(symbol).functions.allowance(env.treasury, env.addresses.disbursement).call()
+    allowance = env.token(symbol).functions.allowance(env.treasury, env.spender()).call()
     assert allowance == 2 * LOAN
 
 
@@ -233,7 +293,7 @@ def test_insufficient_allowance_reverts_and_moves_nothing(env: Env, symbol: str)
     # The failed attempt must not burn the intent id: a retry after a proper approval succeeds.
     assert env.disbursement.functions.disbursed(intent).call() is False
     token = env.token(symbol)
-    send_transaction(env.w3, token.functions.approve(env.addresses.disbursement, 0), env.treasury_key)
+    send_transaction(env.w3, token.functions.approve(env.spender(), 0), env.treasury_key)
     approve_disbursement(env, symbol, LOAN)
     send_transaction(env.w3, disburse_call(env, intent, symbol, borrower, LOAN), env.operator_key)
     assert balances(env, symbol, env.treasury, borrower) == [TREASURY_FUNDS - LOAN, LOAN]
@@ -242,12 +302,12 @@ def test_insufficient_allowance_reverts_and_moves_nothing(env: Env, symbol: str)
 def test_invalid_arguments_and_codeless_token_are_refused(env: Env) -> None:
     borrower, zero = new_address(), "0x" + "00" * 20
     approve_disbursement(env, "usdc", LOAN)
-    d, usdc, treasury = env.disbursement, env.addresses.usdc, env.treasury
+    d, usdc, treasury, org = env.disbursement, env.addresses.usdc, env.treasury, organisation_key(ORG)
     for call in (
-        d.functions.disburse(intent_id(), usdc, treasury, borrower, 0),
-        d.functions.disburse(intent_id(), usdc, treasury, zero, LOAN),
-        d.functions.disburse(intent_id(), usdc, zero, borrower, LOAN),
-        d.functions.disburse(intent_id(), zero, treasury, borrower, LOAN),
+        d.functions.disburse(org, intent_id(), usdc, treasury, borrower, 0),
+        d.functions.disburse(org, intent_id(), usdc, treasury, zero, LOAN),
+        d.functions.disburse(org, intent_id(), usdc, zero, borrower, LOAN),
+        d.functions.disburse(org, intent_id(), zero, treasury, borrower, LOAN),
     ):
         with pytest.raises(TransactionReverted, match="InvalidArgument"):
             send_transaction(env.w3, call, env.operator_key)
@@ -255,7 +315,7 @@ def test_invalid_arguments_and_codeless_token_are_refused(env: Env) -> None:
     with pytest.raises(TransactionReverted, match="TransferFailed"):
         send_transaction(
             env.w3,
-            d.functions.disburse(intent_id(), new_address(), treasury, borrower, LOAN),
+            d.functions.disburse(org, intent_id(), new_address(), treasury, borrower, LOAN),
             env.operator_key,
         )
     assert balances(env, "usdc", treasury, borrower) == [TREASURY_FUNDS, 0]

@@ -24,6 +24,7 @@ from tests.support.payments import (
     lender,
     payments_api,
     post_json,
+    register_funding_wallet,
     wait_intent_status,
 )
 from vip.payments.rules import chain_intent_id
@@ -56,15 +57,20 @@ async def count(api: ApiHarness, table) -> int:
     ({"recipient_wallet": "0x000000000000000000000000000000000000dEaD"}, 422, "ERR_RECIPIENT_NOT_CONNECTED",
      "recipient_wallet"),
     ({"funding_wallet": None}, 422, "ERR_MISSING_FUNDING_WALLET", "funding_wallet"),
+    ({"funding_wallet": "unregistered"}, 422, "ERR_FUNDING_WALLET_NOT_REGISTERED", "funding_wallet"),
     ({"metadata": {"term_months": "12"}}, 400, "ERR_VALIDATION", "metadata"),
     ({"user_id": "usr_nobody"}, 404, "ERR_NOT_FOUND", "user_id"),
 ])
 async def test_bad_intents_are_refused_and_change_nothing(pay_api, session_chain, change, status, code,
                                                           field):
     who = await borrower(pay_api)
-    body = intent_body(who, session_chain.contracts.sprayer)
+    funding = lender(session_chain, 5)
+    assert (await register_funding_wallet(pay_api, funding)).status == 201
+    body = intent_body(who, funding)
     if change.get("recipient_wallet") == "lower":
         change = {"recipient_wallet": who.wallet.lower()}
+    if change.get("funding_wallet") == "unregistered":
+        change = {"funding_wallet": session_chain.contracts.sprayer}
     body.update(change)
     body = {k: v for k, v in body.items() if v is not None}
     resp = await post_json(pay_api, "/v1/payment-intents", body)
@@ -77,17 +83,18 @@ async def test_bad_intents_are_refused_and_change_nothing(pay_api, session_chain
 
 async def test_intent_needs_disburse_scope_and_is_private_to_its_organisation(pay_api, session_chain):
     who = await borrower(pay_api)
-    body = intent_body(who, session_chain.contracts.sprayer)
+    funding = lender(session_chain, 5)
+    body = intent_body(who, funding)
     resp = await pay_api.client.post("/v1/payment-intents", json={**body, "amount_usd": 5},
                                      headers=await pay_api.headers(scopes=["read", "write"]))
     assert resp.status == 403
-    intent = await create_intent(pay_api, who, session_chain.contracts.sprayer)
+    intent = await create_intent(pay_api, who, funding)
     other = await pay_api.client.get(f"/v1/payment-intents/{intent['id']}",
                                      headers=await pay_api.headers("zeta"))
     assert other.status == 404
     mine = await pay_api.client.get(f"/v1/payment-intents/{intent['id']}", headers=await pay_api.headers())
     assert (await mine.json())["payment_intent"] == intent
-    assert intent["funding_wallet"] == session_chain.contracts.sprayer
+    assert intent["funding_wallet"] == funding
     assert intent["approval_tx_hash"] is None and intent["metadata"] == {"loan_id": "L-1", "term_months": 12}
 
 
@@ -99,6 +106,11 @@ async def test_organisation_default_funding_wallet(pay_api, session_chain):
             default_funding_wallet=session_chain.accounts[8]))
     body = intent_body(who, "x")
     del body["funding_wallet"]
+    # The default is no exception: it must be registered to the organisation like any funding wallet.
+    resp = await post_json(pay_api, "/v1/payment-intents", body)
+    assert resp.status == 422 and (await resp.json())["error"]["code"] == "ERR_FUNDING_WALLET_NOT_REGISTERED"
+    assert (await register_funding_wallet(pay_api, session_chain.accounts[8],
+                                          session_chain.node.private_keys[8])).status == 201
     resp = await post_json(pay_api, "/v1/payment-intents", body)
     assert resp.status == 201, await resp.text()
     assert (await resp.json())["payment_intent"]["funding_wallet"].lower() == session_chain.accounts[8]
@@ -150,7 +162,8 @@ async def test_twenty_concurrent_charges_of_one_intent_pay_once(pay_api, session
 async def test_allowance_revoked_after_confirmation_fails_the_charge(pay_api, session_chain, database_url):
     chain = session_chain
     who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "40")
-    chain.approve("USDC", funding.lower(), chain.contracts.disbursement, 0)  # the lender changes its mind
+    # The lender changes its mind.
+    chain.approve("USDC", funding.lower(), intent["approval_calldata"]["spender"], 0)
     before = balance(chain, "USDC", who.wallet)
     resp = await post_json(pay_api, "/v1/charges", {"payment_intent_id": intent["id"],
                                                     "approval_tx_hash": approval_tx})

@@ -30,7 +30,7 @@ from tests.support.payments import (
     payments_api,
     post_json,
 )
-from vip.chain.contracts import TransactionReverted, contract_at, send_transaction
+from vip.chain.contracts import TransactionReverted, contract_at, organisation_key, send_transaction
 from vip.chain.rpc import RpcClient, RpcError
 from vip.clock import ChainClock
 from vip.config import Settings
@@ -101,8 +101,8 @@ async def new_charge(api: ApiHarness, intent: dict, approval_tx: str) -> tuple[s
         charge = await store.insert_charge(conn, {
             "id": new_id("ch"), "organisation_id": row.organisation_id, "payment_intent_id": row.id,
             "network": "local", "approval_tx_hash": approval_tx, "created_at": row.created_at}, 0.0)
-    return charge.id, Payout(charge.id, row.chain_intent_id, row.token_address, row.funding_wallet,
-                             row.recipient_wallet, int(row.amount))
+    return charge.id, Payout(charge.id, organisation_key(row.organisation_id), row.chain_intent_id,
+                             row.token_address, row.funding_wallet, row.recipient_wallet, int(row.amount))
 
 
 def operator_nonce(chain) -> int:
@@ -216,7 +216,10 @@ async def test_contract_refuses_a_second_disburse_of_one_intent(pay_api, chain, 
     assert charge["status"] == "succeeded"
     contract = contract_at(chain.w3, "Disbursement", chain.contracts.disbursement)
     intent_key = bytes.fromhex(chain_intent_id(intent["id"])[2:])
-    again = contract.functions.disburse(intent_key, chain.contracts.usdc, funding, who.wallet, 14_000_000)
+    async with pay_api.engine.connect() as conn:
+        org_key = organisation_key((await store.load_intent(conn, intent["id"])).organisation_id)
+    again = contract.functions.disburse(org_key, intent_key, chain.contracts.usdc, funding, who.wallet,
+                                        14_000_000)
     with pytest.raises(TransactionReverted, match="AlreadyDisbursed"):
         send_transaction(chain.w3, again, chain.node.private_keys[1])
     forced = again.build_transaction({"from": chain.w3.to_checksum_address(chain.accounts[1]), "gas": 200_000,

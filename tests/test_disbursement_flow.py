@@ -18,6 +18,7 @@ from tests.support.payments import (
     disbursed_logs,
     event_types,
     lender,
+    organisation_spender,
     payments_api,
     post_json,
     wait_intent_status,
@@ -38,10 +39,13 @@ async def test_intent_approve_confirm_charge_moves_exactly_the_amount(pay_api, s
     funding = lender(chain, 6, token)
     intent = await create_intent(pay_api, who, funding, "250.5", token=token)
     assert intent["status"] == "pending_approval"
+    # The spender is the organisation's own, never the shared contract (see docs/disbursement.md).
+    spender = await organisation_spender(pay_api, chain)
+    assert spender != chain.contracts.disbursement
     assert intent["approval_calldata"] == {
-        "function": "approve", "spender": chain.contracts.disbursement, "amount": "250500000",
+        "function": "approve", "spender": spender, "amount": "250500000",
         "token_contract": getattr(chain.contracts, token.lower())}
-    assert intent["contract_address"] == chain.contracts.disbursement
+    assert intent["contract_address"] == spender
     lender_before, borrower_before = balance(chain, token, funding), balance(chain, token, who.wallet)
 
     approval_tx = approve(chain, intent, funding)

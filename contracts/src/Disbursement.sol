@@ -3,8 +3,15 @@ pragma solidity 0.8.28;
 
 import {safeTransferFrom} from "./SafeTokenCall.sol";
 
-/// @notice Pays out approved loans: the operator (the service's hot key) moves stablecoins from a
-/// treasury that has approved this contract to a borrower, at most once per disbursement intent.
+/// @notice Pays out approved loans: the operator (the service's hot key) moves stablecoins from a lender's
+/// treasury to a borrower, at most once per disbursement intent.
+///
+/// Tenancy: a treasury never approves this contract. Each organisation has its own spender
+/// (`OrganisationSpender`), created by this contract with CREATE2 at an address fixed by the
+/// organisation's key (`spenderOf`), and a treasury approves its organisation's spender. `disburse` names
+/// the organisation and pulls through that organisation's spender only, so the token's own allowance
+/// check refuses to move a treasury that approved another organisation's spender: an approval given for
+/// one organisation cannot pay another's intent, whatever the service's database says.
 /// Token failures revert with the file-level TransferFailed() error from SafeTokenCall.sol.
 contract Disbursement {
     address public owner;
@@ -15,6 +22,7 @@ contract Disbursement {
     event Disbursed(
         bytes32 indexed intentId, address indexed token, address indexed from, address to, uint256 amount
     );
+    event SpenderCreated(bytes32 indexed organisation, address spender);
     event OperatorChanged(address indexed previous, address indexed current);
     event OwnershipTransferred(address indexed previousOwner, address indexed newOwner);
 
@@ -36,7 +44,19 @@ contract Disbursement {
         _;
     }
 
-    function disburse(bytes32 intentId, address token, address from, address to, uint256 amount) external {
+    /// @notice The spender of an organisation (keccak256 of its id), deployed or not: treasuries approve
+    /// this address before it has code, and it is created at the organisation's first disbursement.
+    function spenderOf(bytes32 organisation) public view returns (address) {
+        bytes32 codeHash = keccak256(type(OrganisationSpender).creationCode);
+        return address(uint160(uint256(keccak256(abi.encodePacked(bytes1(0xff), address(this), organisation,
+            codeHash)))));
+    }
+
+    /// @notice Move `amount` of `token` from `from` to `to` for intent `intentId` of `organisation`; `from`
+    /// must have approved the organisation's spender. Creates the spender first if needed (same
+    /// transaction, so a disbursement never waits on a separate deployment).
+    function disburse(bytes32 organisation, bytes32 intentId, address token, address from, address to,
+                      uint256 amount) external {
         if (msg.sender != operator) revert NotOperator();
         if (amount == 0 || token == address(0) || from == address(0) || to == address(0)) {
             revert InvalidArgument();
@@ -45,7 +65,12 @@ contract Disbursement {
         // Effects before the token call so a re-entrant token cannot replay the same intent.
         disbursed[intentId] = true;
         emit Disbursed(intentId, token, from, to, amount);
-        safeTransferFrom(token, from, to, amount);
+        address spender = spenderOf(organisation);
+        if (spender.code.length == 0) {
+            spender = address(new OrganisationSpender{salt: organisation}());
+            emit SpenderCreated(organisation, spender);
+        }
+        OrganisationSpender(spender).pull(token, from, to, amount);
     }
 
     function setOperator(address newOperator) external onlyOwner {
@@ -58,5 +83,23 @@ contract Disbursement {
         if (newOwner == address(0)) revert InvalidArgument();
         emit OwnershipTransferred(owner, newOwner);
         owner = newOwner;
+    }
+}
+
+/// @notice One organisation's spender: the address its treasuries approve. Only the Disbursement contract
+/// that created it may pull through it (and that contract only on its operator's call), and it can only
+/// move what a treasury approved to THIS address.
+contract OrganisationSpender {
+    address public immutable disbursement;
+
+    error NotDisbursement();
+
+    constructor() {
+        disbursement = msg.sender;
+    }
+
+    function pull(address token, address from, address to, uint256 amount) external {
+        if (msg.sender != disbursement) revert NotDisbursement();
+        safeTransferFrom(token, from, to, amount);
     }
 }

@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from eth_abi import decode, encode
 from eth_account import Account
+from eth_account.messages import encode_defunct
 from eth_utils import function_signature_to_4byte_selector, to_checksum_address
 from pydantic import SecretStr
 from sqlalchemy import select
@@ -19,9 +20,9 @@ from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.wallets import connect
 from vip.api.jsonio import dumps
-from vip.chain.contracts import DISBURSED_TOPIC
+from vip.chain.contracts import DISBURSED_TOPIC, contract_at, organisation_key
 from vip.config import DisbursementConfig, Settings
-from vip.store.tables import outbox_events, payment_intents
+from vip.store.tables import organisations, outbox_events, payment_intents
 
 _BALANCE_OF = function_signature_to_4byte_selector("balanceOf(address)")
 
@@ -61,11 +62,52 @@ async def borrower(api: ApiHarness, org: str = "acme") -> Borrower:
     return Borrower(user_id, account.address)
 
 
+# The keys of the dev accounts handed out by `lender`, so `create_intent` can register them first.
+_LENDER_KEYS: dict[str, str] = {}
+
+
 def lender(driver: ChainDriver, index: int, token: str = "USDC", amount: int = 10**13) -> str:
     """Dev account `index` (an unlocked Anvil account), funded with `amount` of `token`; checksummed."""
     address = driver.accounts[index]
     driver.mint(token, address, amount)
+    _LENDER_KEYS[address.lower()] = driver.node.private_keys[index]
     return to_checksum_address(address)
+
+
+async def organisation_id(api: ApiHarness, org: str = "acme") -> str:
+    await api.key(org)
+    async with api.engine.connect() as conn:
+        return await conn.scalar(select(organisations.c.id).where(organisations.c.name == org))
+
+
+async def organisation_spender(api: ApiHarness, driver: ChainDriver, org: str = "acme") -> str:
+    """The organisation's spender, as the Disbursement contract on chain computes it (checksummed)."""
+    contract = contract_at(driver.w3, "Disbursement", driver.contracts.disbursement)
+    key = bytes.fromhex(organisation_key(await organisation_id(api, org))[2:])
+    return contract.functions.spenderOf(key).call()
+
+
+async def funding_challenge(api: ApiHarness, address: str, org: str = "acme", network: str = "local"):
+    resp = await post_json(api, "/v1/funding-wallets/nonce", {"address": to_checksum_address(address),
+                                                              "network": network}, org)
+    assert resp.status == 201, await resp.text()
+    return await resp.json()
+
+
+def personal_sign(private_key: str, message: str) -> str:
+    signature = Account.sign_message(encode_defunct(text=message), private_key).signature
+    return "0x" + signature.hex().removeprefix("0x")
+
+
+async def register_funding_wallet(api: ApiHarness, address: str, private_key: str | None = None,
+                                  org: str = "acme", network: str = "local"):
+    """Register `address` to `org` with a real signature of the issued message (by `private_key`, or the
+    key `lender` handed out); returns the response."""
+    key = private_key or _LENDER_KEYS[address.lower()]
+    challenge = await funding_challenge(api, address, org, network)
+    return await post_json(api, "/v1/funding-wallets", {
+        "address": to_checksum_address(address), "nonce": challenge["nonce"],
+        "signature": personal_sign(key, challenge["message"])}, org)
 
 
 def intent_body(who: Borrower, funding: str, amount_usd: str = "250.5", token: str = "USDC") -> dict:
@@ -82,6 +124,10 @@ async def post_json(api: ApiHarness, path: str, body: dict, org: str = "acme"):
 
 async def create_intent(api: ApiHarness, who: Borrower, funding: str, amount_usd: str = "250.5",
                         token: str = "USDC", org: str = "acme") -> dict:
+    """An intent of `org`; a funding wallet handed out by `lender` is registered to `org` first."""
+    if funding.lower() in _LENDER_KEYS:
+        registered = await register_funding_wallet(api, funding, org=org)
+        assert registered.status in (200, 201), await registered.text()
     resp = await post_json(api, "/v1/payment-intents", intent_body(who, funding, amount_usd, token), org)
     assert resp.status == 201, await resp.text()
     return (await resp.json())["payment_intent"]

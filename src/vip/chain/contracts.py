@@ -27,6 +27,7 @@ ARTIFACTS_DIR = contract_artifacts_dir()
 TRANSFER_TOPIC = "0x" + keccak(text="Transfer(address,address,uint256)").hex()
 APPROVAL_TOPIC = "0x" + keccak(text="Approval(address,address,uint256)").hex()
 DISBURSED_TOPIC = "0x" + keccak(text="Disbursed(bytes32,address,address,address,uint256)").hex()
+ERC1271_MAGIC = "0x1626ba7e"
 
 RECEIPT_TIMEOUT_S = 60
 
@@ -47,6 +48,21 @@ def load_artifact(name: str) -> dict[str, Any]:
         raise FileNotFoundError(f"no artifact {path}; run `node contracts/build.mjs`")
     artifact: dict[str, Any] = json.loads(path.read_text())
     return artifact
+
+
+def organisation_key(organisation_id: str) -> str:
+    """The bytes32 naming an organisation to the Disbursement contract: keccak256 of its id, 0x hex."""
+    return "0x" + keccak(text=organisation_id).hex()
+
+
+def spender_of(disbursement: str, organisation_id: str) -> ChecksumAddress:
+    """The organisation's spender under a Disbursement contract: the CREATE2 address the contract's
+    `spenderOf` computes (salt: the organisation's key; init code: OrganisationSpender's creation code),
+    whether or not it is deployed yet."""
+    init_code = bytes.fromhex(load_artifact("OrganisationSpender")["bytecode"][2:])
+    salt = bytes.fromhex(organisation_key(organisation_id)[2:])
+    digest = keccak(b"\xff" + bytes.fromhex(disbursement[2:]) + salt + keccak(init_code))
+    return to_checksum_address(digest[12:])
 
 
 def contract_at(w3: Web3, name: str, address: str) -> Contract:

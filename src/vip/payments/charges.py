@@ -13,6 +13,7 @@ from eth_account.signers.local import LocalAccount
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip import metrics
+from vip.chain.contracts import organisation_key
 from vip.chain.rpc import RpcClient, RpcError
 from vip.clock import Clock
 from vip.config import Settings
@@ -48,8 +49,9 @@ class ChargeExecutor:
         if charge.status != "pending":
             return
         disburser = self.disburser(charge.network)
-        payout = Payout(charge.id, intent.chain_intent_id, intent.token_address, intent.funding_wallet,
-                        intent.recipient_wallet, int(intent.amount))
+        payout = Payout(charge.id, organisation_key(intent.organisation_id), intent.chain_intent_id,
+                        intent.token_address, intent.funding_wallet, intent.recipient_wallet,
+                        int(intent.amount))
         bound = log.bind(network=charge.network, charge_id=charge.id, payment_intent_id=intent.id)
         attempts = await disburser.attempts(charge.id)
         if await self._settle_if_mined(disburser, charge, payout, attempts):

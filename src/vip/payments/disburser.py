@@ -30,7 +30,8 @@ from vip.store.tables import disbursement_transactions, operator_nonces
 
 log = structlog.get_logger(__name__)
 
-DISBURSE_SELECTOR = function_signature_to_4byte_selector("disburse(bytes32,address,address,address,uint256)")
+DISBURSE_SELECTOR = function_signature_to_4byte_selector(
+    "disburse(bytes32,bytes32,address,address,address,uint256)")
 DISBURSED_SELECTOR = function_signature_to_4byte_selector("disbursed(bytes32)")
 ALLOWANCE_SELECTOR = function_signature_to_4byte_selector("allowance(address,address)")
 GAS_HEADROOM_PERCENT = 25  # estimates are exact for the state they ran on; leave room for drift
@@ -53,6 +54,7 @@ class Payout:
     """What one charge asks the contract to do."""
 
     charge_id: str
+    organisation_key: str  # 0x bytes32: the contract pulls through this organisation's spender only
     chain_intent_id: str  # 0x bytes32
     token: str
     funding_wallet: str
@@ -141,8 +143,9 @@ class Disburser:
     # --- writes ----------------------------------------------------------------------------------------
 
     def _calldata(self, payout: Payout) -> str:
-        args = encode(["bytes32", "address", "address", "address", "uint256"], [
-            bytes.fromhex(payout.chain_intent_id[2:]), to_checksum_address(payout.token),
+        args = encode(["bytes32", "bytes32", "address", "address", "address", "uint256"], [
+            bytes.fromhex(payout.organisation_key[2:]), bytes.fromhex(payout.chain_intent_id[2:]),
+            to_checksum_address(payout.token),
             to_checksum_address(payout.funding_wallet), to_checksum_address(payout.recipient), payout.amount])
         return "0x" + (DISBURSE_SELECTOR + args).hex()
 

@@ -4,7 +4,7 @@ charged. No I/O."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -78,6 +78,26 @@ class Allowance:
 class Reservation:
     intent_id: str
     amount: int  # base units
+    organisation_id: str = ""
+
+
+def check_funding_wallet(registration: Any, organisation_id: str, network: str, address: str) -> None:
+    """An intent may name only a funding wallet registered to its own organisation (a contract wallet:
+    registered on the intent's network, where its proof was checked). The refusal does not say whether
+    the wallet belongs to someone else."""
+    if (registration is None or registration.organisation_id != organisation_id
+            or (registration.kind == "contract" and registration.network != network)):
+        raise Unprocessable("funding_wallet is not a registered funding wallet of this organisation; "
+                            "register it first (POST /v1/funding-wallets/nonce, then POST "
+                            "/v1/funding-wallets)", {"funding_wallet": address},
+                            code="ERR_FUNDING_WALLET_NOT_REGISTERED")
+
+
+def of_organisation(waiting: Sequence[Reservation], spender: str,
+                    spender_of_organisation: Callable[[str], str]) -> list[Reservation]:
+    """The waiting intents an Approval to `spender` may confirm: only those of the organisation whose
+    spender it is, whatever else the rows say."""
+    return [r for r in waiting if spender_of_organisation(r.organisation_id).lower() == spender.lower()]
 
 
 def confirmable(allowance: int, reserved: int, waiting: Sequence[Reservation]) -> list[str]:

@@ -9,9 +9,10 @@ clients, processes and crashes do. It rests on three locks, each closing what th
 2. One executor per charge at a time. The charge is inserted leased to its request (`store.insert_charge`);
    the daemon takes only charges whose lease lapsed (`store.claim_due_charges`), and each executor pass
    (`charges.ChargeExecutor`) finds every transaction recorded before it was sent (`disburser.Disburser`).
-3. The contract. disburse() refuses an intent id it has paid; the id is derived from the intent
-   (`rules.chain_intent_id`), so every retry of every process names the same intent, and a refusal for
-   that reason settles the charge from the contract's Disbursed log instead of paying again.
+3. The contract. disburse() pulls through the intent's organisation's spender only (an approval given
+   for another organisation moves nothing), and refuses an intent id it has paid; the id is derived
+   from the intent (`rules.chain_intent_id`), so every retry of every process names the same intent,
+   and a refusal for that reason settles the charge from the contract's Disbursed log instead of paying again.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from decimal import Decimal
 from typing import Any
 
 import structlog
+from eth_utils import to_checksum_address
 from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vip.accounts.users import load_user
+from vip.chain.contracts import spender_of
 from vip.chain.operator import OperatorKeyMissing, load_operator
 from vip.chain.rpc import RpcClient
 from vip.clock import Clock
@@ -72,19 +75,24 @@ async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, *
         if not funding:
             raise Unprocessable("no funding_wallet given and the organisation has no default one",
                                 {"funding_wallet": "required"}, code="ERR_MISSING_FUNDING_WALLET")
+        funding = funding.lower()
+        rules.check_funding_wallet(await store.funding_wallet(conn, funding), organisation_id, network.name,
+                                   to_checksum_address(funding))
         if not await store.is_connected_wallet(conn, request.user_id, network.name, recipient):
             raise Unprocessable("recipient_wallet is not an active connected wallet of this user on "
                                 f"{network.name}", {"recipient_wallet": request.recipient_wallet},
                                 code="ERR_RECIPIENT_NOT_CONNECTED")
-        contract = network.disbursement_contract.lower()  # type: ignore[union-attr]
-        # Approval logs name the contract as spender: watching it indexes every funding wallet's approvals.
+        # The organisation's own spender (see contracts/src/Disbursement.sol): the funding wallet approves
+        # it, and the contract pulls this organisation's intents through it only. Watching it indexes
+        # the approvals given for this organisation.
+        contract = spender_of(network.disbursement_contract, organisation_id).lower()  # type: ignore[arg-type]
         await add_watched_address(conn, network.name, contract, "spender",
                                   start_time=now - rules.APPROVAL_LOOKBACK)
         return await store.create_intent(conn, {
             "id": new_id("pi"), "organisation_id": organisation_id, "user_id": request.user_id,
             "amount_usd": request.amount_usd, "amount": amount, "token": request.token,
             "token_address": token.address.lower(),
-            "network": network.name, "recipient_wallet": recipient, "funding_wallet": funding.lower(),
+            "network": network.name, "recipient_wallet": recipient, "funding_wallet": funding,
             "contract_address": contract, "metadata": request.metadata,
             "expires_at": now + timedelta(seconds=settings.disbursement.intent_ttl_s),
         }, now)

@@ -15,7 +15,14 @@ from vip import metrics
 from vip.payments import rules
 from vip.payments.shapes import charge_json, intent_json
 from vip.store.outbox import record_event
-from vip.store.tables import charges, connections, organisations, payment_intents, token_approvals
+from vip.store.tables import (
+    charges,
+    connections,
+    funding_wallets,
+    organisations,
+    payment_intents,
+    token_approvals,
+)
 
 # --- reads ---------------------------------------------------------------------------------------------
 
@@ -45,6 +52,11 @@ async def charge_of_intent(conn: AsyncConnection, intent_id: str):
 async def default_funding_wallet(conn: AsyncConnection, organisation_id: str) -> str | None:
     return await conn.scalar(select(organisations.c.default_funding_wallet)
                              .where(organisations.c.id == organisation_id))
+
+
+async def funding_wallet(conn: AsyncConnection, address: str):
+    """The registration of a funding wallet (lowercase address), or None."""
+    return (await conn.execute(select(funding_wallets).where(funding_wallets.c.address == address))).first()
 
 
 async def is_connected_wallet(conn: AsyncConnection, user_id: str, network: str, address: str) -> bool:
@@ -154,11 +166,12 @@ async def reserved_amount(conn: AsyncConnection, allowance: rules.Allowance) -> 
 async def waiting_reservations(conn: AsyncConnection, allowance: rules.Allowance,
                                now: datetime) -> list[rules.Reservation]:
     """The allowance's intents still waiting for approval, oldest first."""
-    rows = await conn.execute(select(payment_intents.c.id, payment_intents.c.amount).where(
+    rows = await conn.execute(select(payment_intents.c.id, payment_intents.c.amount,
+                                     payment_intents.c.organisation_id).where(
         _of_allowance(allowance), payment_intents.c.status == rules.PENDING_APPROVAL,
         payment_intents.c.expires_at > now,
     ).order_by(payment_intents.c.seq))
-    return [rules.Reservation(r.id, int(r.amount)) for r in rows]
+    return [rules.Reservation(r.id, int(r.amount), r.organisation_id) for r in rows]
 
 
 # --- charges -------------------------------------------------------------------------------------------

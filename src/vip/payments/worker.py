@@ -10,6 +10,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip import metrics
+from vip.chain.contracts import spender_of
 from vip.chain.operator import OperatorKeyMissing, load_operator
 from vip.chain.rpc import RpcClient
 from vip.clock import Clock
@@ -26,8 +27,8 @@ CHARGES_PER_STEP = 20
 
 
 class ApprovalConfirmer:
-    """Confirms a network's waiting intents once a final Approval(owner=funding wallet, spender=contract)
-    is indexed and the on-chain allowance covers them (rules.confirmable)."""
+    """Confirms a network's waiting intents once a final Approval(owner=funding wallet, spender=the
+    intent's organisation's spender) is indexed and the on-chain allowance covers them (rules.confirmable)."""
 
     def __init__(self, network: NetworkConfig, engine: AsyncEngine, rpc: RpcClient, clock: Clock) -> None:
         self.network = network
@@ -35,6 +36,9 @@ class ApprovalConfirmer:
         self.rpc = rpc
         self.clock = clock
         self.log = log.bind(network=network.name, job="approval_confirmation")
+
+    def _spender_of(self, organisation_id: str) -> str:
+        return spender_of(self.network.disbursement_contract, organisation_id)  # type: ignore[arg-type]
 
     async def step(self) -> bool:
         now = await self.clock.now()
@@ -64,8 +68,10 @@ class ApprovalConfirmer:
                      await allowance_at(self.rpc, token, owner, spender, "latest"))
         async with self.engine.begin() as conn:
             await store.lock_allowance(conn, allowance)
-            chosen = rules.confirmable(amount, await store.reserved_amount(conn, allowance),
-                                       await store.waiting_reservations(conn, allowance, now))
+            # Only the intents of the organisation whose spender the approval names, whatever the rows say.
+            waiting = rules.of_organisation(await store.waiting_reservations(conn, allowance, now), spender,
+                                            self._spender_of)
+            chosen = rules.confirmable(amount, await store.reserved_amount(conn, allowance), waiting)
             if not chosen:
                 return 0
             count = await store.confirm_intents(conn, chosen, approval.tx_hash, now)

@@ -339,7 +339,7 @@ Index("ix_transfer_labels_network_wallet_address_classification",
 
 # --- disbursement -----------------------------------------------------------------------------------------
 
-# A lender's staged loan payout: approve the disbursement contract for `amount`, then charge it once.
+# A lender's staged loan payout: approve the organisation's spender for `amount`, then charge it once.
 payment_intents = Table(
     "payment_intents",
     metadata,
@@ -355,7 +355,7 @@ payment_intents = Table(
     Column("network", Text, nullable=False),
     Column("recipient_wallet", Text, nullable=False),  # lower-case
     Column("funding_wallet", Text, nullable=False),  # lower-case; the approving owner
-    Column("contract_address", Text, nullable=False),  # lower-case; the spender
+    Column("contract_address", Text, nullable=False),  # lower-case; the organisation's spender
     Column("chain_intent_id", Text, nullable=False, unique=True),  # bytes32 hex handed to disburse()
     Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("expires_at", DateTime(timezone=True), nullable=False),
@@ -367,6 +367,34 @@ payment_intents = Table(
     Column("seq", BigInteger, Identity(), nullable=False, unique=True),
     Index(None, "status", "network", "created_at"),
     Index(None, "organisation_id", "created_at"),
+)
+
+# A lender's treasury, registered to one organisation with a signature by the wallet (EIP-191 for a key,
+# ERC-1271 for a contract wallet) over a message naming the organisation and a nonce. The address is the
+# primary key: it belongs to at most one organisation, and intents may only name their own organisation's.
+funding_wallets = Table(
+    "funding_wallets",
+    metadata,
+    Column("address", Text, primary_key=True),  # lower-case
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("network", Text, nullable=False),  # where the proof was checked (a contract wallet's chain)
+    Column("kind", Text, nullable=False),  # eoa | contract
+    Column("registered_at", DateTime(timezone=True), nullable=False),
+    Index(None, "organisation_id", "registered_at"),
+)
+
+# Single-use challenges of funding wallet registration: the exact message the wallet must sign.
+funding_wallet_nonces = Table(
+    "funding_wallet_nonces",
+    metadata,
+    Column("nonce", Text, primary_key=True),
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("address", Text, nullable=False),  # lower-case
+    Column("network", Text, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("issued_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("used_at", DateTime(timezone=True)),
 )
 
 # At most one charge per intent (the unique payment_intent_id), whatever the clients do.
