@@ -9,8 +9,9 @@ borrower's and the lender's own on-chain steps):
  3. six months of salary arrive on chain from the employer (chain time moved with the test clock);
  4. push the payroll platform's records of those payouts;
  5. ask for the Verified Income Profile until it is generated; read the risk score;
- 6. disburse: a payment intent, the lender's approve() with the returned calldata, the service confirms
-    the approval, the charge pays the borrower; balances checked on chain;
+ 6. disburse: the lender registers its funding wallet (it signs the message the service issues), a
+    payment intent, the lender's approve() with the returned calldata (the spender is the organisation's
+    own), the service confirms the approval, the charge pays the borrower; balances checked on chain;
  7. check the webhooks received: every signature verified, the expected event types all there.
 
 It exits non-zero at the first surprise. Dev-only shortcuts, said where they happen: fresh accounts get
@@ -263,6 +264,15 @@ def run(state_path: Path) -> None:
               f" suggested limit {risk['suggested_credit_limit_usd']} USD")
 
         step("6. disbursement")
+        # The treasury proves it is ours once: it signs the message naming our organisation and a nonce.
+        challenge = api.post("/v1/funding-wallets/nonce", {"address": lender.address, "network": NETWORK})
+        expect(challenge.status == 201, "funding wallet nonce refused", challenge)
+        proof = lender.sign_message(encode_defunct(text=challenge.body["message"])).signature.hex()
+        registered = api.post("/v1/funding-wallets", {"address": lender.address,
+                                                      "nonce": challenge.body["nonce"],
+                                                      "signature": "0x" + proof.removeprefix("0x")})
+        expect(registered.status in (200, 201), "funding wallet not registered", registered)
+        print(f"   funding wallet {lender.address} registered ({registered.body['funding_wallet']['kind']})")
         send(minter, usdc.functions.mint(lender.address, int(LOAN * 10**6)))  # dev only: the lender's float
         before = (usdc.functions.balanceOf(borrower.address).call(),
                   usdc.functions.balanceOf(lender.address).call())

@@ -256,7 +256,8 @@ async def test_disbursement_events_reach_the_lender(aiohttp_client, chain: Chain
             charges = {}
             for name in approvals:
                 if name == "refused":  # the lender changes its mind after the confirmation
-                    chain.approve("USDC", funding[name].lower(), chain.contracts.disbursement, 0)
+                    spender = intents[name]["approval_calldata"]["spender"]  # the organisation's own
+                    chain.approve("USDC", funding[name].lower(), spender, 0)
                 resp = await post_json(api, "/v1/charges", {"payment_intent_id": intents[name]["id"],
                                                             "approval_tx_hash": approvals[name]})
                 assert resp.status == 201, await resp.text()
