@@ -41,6 +41,7 @@ import aiohttp
 from aiohttp import web
 from eth_abi import encode
 from eth_account import Account
+from eth_account.messages import encode_defunct
 from pydantic import SecretStr
 from sqlalchemy import func, select
 from web3 import Web3
@@ -132,6 +133,20 @@ async def miner(session, url: str, interval: float, stop: asyncio.Event) -> None
         await asyncio.sleep(interval)
 
 
+async def register_funding_wallet(http, base: str, secret: str, account) -> None:
+    """The wallet signs the registration message the service issues for the bench's organisation."""
+    headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
+    async with http.post(f"{base}/v1/funding-wallets/nonce", headers=headers,
+                         data=dumps({"address": account.address, "network": "local"})) as resp:
+        assert resp.status == 201, await resp.text()
+        challenge = await resp.json()
+    signature = account.sign_message(encode_defunct(text=challenge["message"])).signature.hex()
+    async with http.post(f"{base}/v1/funding-wallets", headers=headers, data=dumps({
+            "address": account.address, "nonce": challenge["nonce"],
+            "signature": "0x" + signature.removeprefix("0x")})) as resp:
+        assert resp.status == 201, await resp.text()
+
+
 async def payout(http, session, base: str, rpc_url: str, secret: str, user_id: str, wallet: str, lender: str,
                  amount_usd: Decimal) -> tuple[float, float, dict]:
     headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
@@ -174,7 +189,8 @@ async def run(args, url: str) -> int:
         contracts = deploy_local_contracts(w3, deployer, operator, Account.from_key(deployer).address)
         print(f"anvil {node.rpc_url}; disbursement contract {contracts.disbursement}", flush=True)
         secret, pairs = await seed(url, args.intents)
-        lenders = [Account.create().address for _ in range(args.intents)]
+        lender_accounts = [Account.create() for _ in range(args.intents)]
+        lenders = [a.address for a in lender_accounts]
         amounts = [Decimal(100 + i) + Decimal(i) / 1000 for i in range(args.intents)]
         node.call("anvil_autoImpersonateAccount", [True])
         for lender, amount in zip(lenders, amounts, strict=True):
@@ -191,6 +207,9 @@ async def run(args, url: str) -> int:
         nonce_before = w3.eth.get_transaction_count(operator)
         async with aiohttp.ClientSession() as session, aiohttp.ClientSession() as http:
             mining = asyncio.create_task(miner(session, node.rpc_url, args.block_interval, stop))
+            base = f"http://127.0.0.1:{api_port}"
+            for account in lender_accounts:  # untimed: each lender registers its funding wallet once
+                await register_funding_wallet(http, base, secret, account)
             queue = list(range(args.intents))
             results: list[tuple[float, float, dict]] = []
 
