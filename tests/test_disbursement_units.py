@@ -12,10 +12,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
+from vip.chain.contracts import spender_of
 from vip.chain.fees import Fees, bumped, fees_for
 from vip.chain.operator import OperatorKeyMissing, load_operator
 from vip.config import DisbursementConfig, load_settings
-from vip.payments.rules import Reservation, chain_intent_id, confirmable, usd_to_base_units
+from vip.errors import Unprocessable
+from vip.payments.rules import (
+    Reservation,
+    chain_intent_id,
+    check_funding_wallet,
+    confirmable,
+    of_organisation,
+    usd_to_base_units,
+)
 
 
 def test_usd_to_base_units_is_exact():
@@ -39,6 +48,31 @@ def test_allowance_confirms_oldest_first_and_skips_what_does_not_fit():
     assert confirmable(250, 200, waiting) == ["c"]
     assert confirmable(99, 0, waiting) == ["c"]
     assert confirmable(0, 0, waiting) == []
+
+
+def test_an_approval_confirms_only_its_organisations_intents():
+    contract = "0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0"
+    def spender(org: str) -> str:
+        return spender_of(contract, org)
+    assert spender("org_a") != spender("org_b") and spender("org_a") != contract
+    waiting = [Reservation("a1", 25, "org_a"), Reservation("b1", 25, "org_b"), Reservation("a2", 5, "org_a")]
+    assert [r.intent_id for r in of_organisation(waiting, spender("org_b").lower(), spender)] == ["b1"]
+    assert [r.intent_id for r in of_organisation(waiting, spender("org_a"), spender)] == ["a1", "a2"]
+    assert of_organisation(waiting, contract, spender) == []  # the shared contract confirms no one
+
+
+def test_an_intent_names_only_its_own_organisations_funding_wallet():
+    class Registration:
+        def __init__(self, organisation_id: str, kind: str = "eoa", network: str = "base") -> None:
+            self.organisation_id, self.kind, self.network = organisation_id, kind, network
+
+    check_funding_wallet(Registration("org_a"), "org_a", "polygon", "0xW")  # a key signs on every chain
+    check_funding_wallet(Registration("org_a", "contract"), "org_a", "base", "0xW")
+    for registration, network in ((None, "base"), (Registration("org_b"), "base"),
+                                  (Registration("org_a", "contract"), "polygon")):
+        with pytest.raises(Unprocessable) as refused:
+            check_funding_wallet(registration, "org_a", network, "0xW")
+        assert refused.value.code == "ERR_FUNDING_WALLET_NOT_REGISTERED"
 
 
 @given(st.integers(0, 10**9), st.integers(0, 10**9),

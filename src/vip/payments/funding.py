@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 import structlog
 from eth_abi import encode
 from eth_account import Account
-from eth_account.messages import _hash_eip191_message, encode_defunct
+from eth_account.messages import defunct_hash_message, encode_defunct
 from eth_utils import function_signature_to_4byte_selector, to_checksum_address
-from sqlalchemy import Row, select
+from sqlalchemy import Row, delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -36,6 +36,7 @@ from vip.store.tables import funding_wallet_nonces, funding_wallets
 log = structlog.get_logger(__name__)
 
 NONCE_TTL = timedelta(minutes=10)
+NONCE_RETENTION = timedelta(days=1)  # expired nonces of an organisation are pruned when it asks for one
 _IS_VALID_SIGNATURE = function_signature_to_4byte_selector("isValidSignature(bytes32,bytes)")
 
 
@@ -80,6 +81,9 @@ async def issue_challenge(engine: AsyncEngine, clock: Clock, settings: Settings,
                                    address=address, network=chain.name, chain_id=chain.chain_id, nonce=nonce,
                                    issued_at=now, expires_at=expires_at)
     async with engine.begin() as conn:
+        await conn.execute(delete(funding_wallet_nonces).where(
+            funding_wallet_nonces.c.organisation_id == organisation_id,
+            funding_wallet_nonces.c.expires_at < now - NONCE_RETENTION))
         await conn.execute(funding_wallet_nonces.insert().values(
             nonce=nonce, organisation_id=organisation_id, address=address.lower(), network=chain.name,
             message=message, issued_at=now, expires_at=expires_at))
@@ -142,9 +146,12 @@ async def _verify(settings: Settings, network: str, address: str, message: str, 
         if signer is not None and signer.lower() == address:
             return "eoa"
     chain = settings.network(network)
-    digest = _hash_eip191_message(signable)
+    if not chain.rpc_url:
+        raise ChainUnavailable(f"network {network} has no RPC endpoint to check a contract wallet",
+                               {"network": network})
+    digest = defunct_hash_message(text=message)
     data = "0x" + (_IS_VALID_SIGNATURE + encode(["bytes32", "bytes"], [digest, raw])).hex()
-    async with RpcClient(chain.name, chain.rpc_url, settings.rpc) as rpc:  # type: ignore[arg-type]
+    async with RpcClient(chain.name, chain.rpc_url, settings.rpc) as rpc:
         try:
             code = await rpc.call("eth_getCode", [to_checksum_address(address), "latest"], max_attempts=2)
             result = None
