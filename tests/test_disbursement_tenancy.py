@@ -44,7 +44,7 @@ from vip.chain.contracts import (
 )
 from vip.ids import new_id
 from vip.payments import rules, store
-from vip.store.tables import funding_wallets, payment_intents
+from vip.store.tables import funding_wallet_nonces, funding_wallets, payment_intents
 
 A, B = "acme", "beta"
 USDC = "USDC"
@@ -235,3 +235,33 @@ async def test_contract_wallet_registers_with_erc1271(pay_api, session_chain):
     resp = await post_json(pay_api, "/v1/payment-intents", intent_body(who, wallet, "5"), A)
     assert resp.status == 201, await resp.text()
     assert (await resp.json())["payment_intent"]["funding_wallet"] == wallet
+
+
+async def test_registration_refusals_change_nothing(pay_api, session_chain):
+    chain = session_chain
+    wallet, key = to_checksum_address(chain.accounts[2]), chain.node.private_keys[2]
+    for body, field in (({"address": wallet, "network": "nowhere"}, "network"),
+                        ({"address": wallet.lower(), "network": "local"}, "address"),
+                        ({"network": "local"}, "address")):
+        resp = await post_json(pay_api, "/v1/funding-wallets/nonce", body, A)
+        assert resp.status == 400, await resp.text()
+        assert any(k.startswith(field) for k in (await resp.json())["error"]["details"])
+    resp = await pay_api.client.post("/v1/funding-wallets/nonce",
+                                     json={"address": wallet, "network": "local"},
+                                     headers=await pay_api.headers(A, scopes=["read", "write"]))
+    assert resp.status == 403
+    # A nonce issued for another address, or expired, proves nothing even with the right key's signature.
+    other = await funding_challenge(pay_api, to_checksum_address(chain.accounts[3]), A)
+    resp = await post_json(pay_api, "/v1/funding-wallets", {
+        "address": wallet, "nonce": other["nonce"], "signature": personal_sign(key, other["message"])}, A)
+    assert resp.status == 422 and (await resp.json())["error"]["code"] == "ERR_INVALID_NONCE"
+    challenge = await funding_challenge(pay_api, wallet, A)
+    async with pay_api.engine.begin() as conn:  # ten minutes pass (the session chain's clock is shared)
+        await conn.execute(update(funding_wallet_nonces).where(
+            funding_wallet_nonces.c.nonce == challenge["nonce"]).values(
+            expires_at=funding_wallet_nonces.c.issued_at))
+    signature = personal_sign(key, challenge["message"])
+    resp = await post_json(pay_api, "/v1/funding-wallets", {
+        "address": wallet, "nonce": challenge["nonce"], "signature": signature}, A)
+    assert resp.status == 422 and (await resp.json())["error"]["code"] == "ERR_INVALID_NONCE"
+    assert await count(pay_api, funding_wallets) == 0
