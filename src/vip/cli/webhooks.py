@@ -11,7 +11,7 @@ from vip.config import Settings
 from vip.store.engine import create_engine
 from vip.webhooks import events, store
 from vip.webhooks.catalogue import ALL, normalise_event_types
-from vip.webhooks.urls import check_endpoint_url
+from vip.webhooks.urls import check_endpoint_host, check_endpoint_url
 
 
 def add_webhooks_parser(sub) -> argparse.ArgumentParser:
@@ -52,6 +52,7 @@ async def run_webhooks_command(settings: Settings, database_url: str, args: argp
             command = args.webhooks_command
             if command == "create":
                 url = check_endpoint_url(args.url, allow_http=settings.webhooks.allow_http)
+                await check_endpoint_host(url, allow_http=settings.webhooks.allow_http)
                 types = normalise_event_types([t.strip() for t in args.event_types.split(",") if t.strip()])
                 secret, endpoint = await store.create_endpoint(conn, org, url, types, args.description, now)
                 print(f"created {endpoint.id} for {args.org}: {endpoint.url} ({_types(endpoint)})")

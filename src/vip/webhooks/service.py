@@ -15,7 +15,7 @@ from vip.clock import WallClock
 from vip.config import WebhookConfig
 from vip.errors import NotFound, Unprocessable, ValidationFailed
 from vip.webhooks import events, store
-from vip.webhooks.urls import check_endpoint_url
+from vip.webhooks.urls import check_endpoint_host, check_endpoint_url
 
 # Webhook timing (created, rotation overlap, replays) is wall-clock time, like the delivery worker's.
 WALL = WallClock()
@@ -37,6 +37,7 @@ async def create_endpoint(engine: AsyncEngine, config: WebhookConfig, *, organis
     (vip.webhooks.catalogue)."""
     try:
         url = check_endpoint_url(url, allow_http=config.allow_http)
+        await check_endpoint_host(url, allow_http=config.allow_http)
     except ValueError as exc:
         raise ValidationFailed(f"invalid url: {exc}", {"url": str(exc)}) from exc
     async with engine.begin() as conn:

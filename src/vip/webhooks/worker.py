@@ -61,7 +61,7 @@ class DeliveryWorker:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = sender.new_session()
+            self._session = sender.new_session(guarded=not self.config.allow_http)
         return self._session
 
     async def fan_out(self) -> int:
@@ -90,7 +90,8 @@ class DeliveryWorker:
     async def attempt(self, job: Job) -> str:
         """POST the event once and record the outcome; returns delivered, retrying or failed."""
         attempted_at = await self.clock.now()
-        sent = await sender.send(self.session, job, attempted_at, self.config.timeout_s)
+        sent = await sender.send(self.session, job, attempted_at, self.config.timeout_s,
+                                 guarded=not self.config.allow_http)
         outcome, row = outcomes.settle(job, attempted_at, await self.clock.now(), sent)
         await self._outcomes.write(row)
         metrics.WEBHOOK_DELIVERIES.labels(job.event_type, outcome).inc()
