@@ -66,7 +66,8 @@ async def emit(api: ApiHarness, event_type: str, obj: dict, org: str = "acme",
 
 
 async def drain(api: ApiHarness, clock=None) -> None:
-    worker = DeliveryWorker(api.engine, clock or WallClock(), api.settings.webhooks)
+    worker = DeliveryWorker(api.engine, clock or WallClock(), api.settings.webhooks,
+                            cipher=api.settings.api.cipher())
     try:
         await worker.drain()
     finally:

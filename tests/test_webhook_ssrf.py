@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.webhooks import ManualClock, Receiver, deliveries, make_endpoint, organisation
+from tests.support.webhooks import DEV_CIPHER, ManualClock, Receiver, deliveries, make_endpoint, organisation
 from vip.config import WebhookConfig
 from vip.store.outbox import record_event
 from vip.webhooks import events, sender
@@ -92,7 +92,7 @@ async def emit(engine: AsyncEngine, org_id: str) -> str:
 
 
 async def deliver_once(engine: AsyncEngine, config: WebhookConfig, session=None) -> None:
-    worker = DeliveryWorker(engine, ManualClock(), config, session=session)
+    worker = DeliveryWorker(engine, ManualClock(), config, session=session, cipher=DEV_CIPHER)
     try:
         await worker.drain()
     finally:

@@ -17,7 +17,7 @@ from vip.api.app import create_app
 from vip.chain import time_travel
 from vip.chain.rpc import RpcError
 from vip.cli.webhooks import add_webhooks_parser, run_webhooks_command
-from vip.config import Settings, load_settings
+from vip.config import Settings, load_settings, production_secret_problems
 from vip.daemon import run_daemon
 from vip.devstack.dev import run_dev
 from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
@@ -68,10 +68,22 @@ def no_networks_error(settings: Settings, command: str) -> str | None:
             "a network's rpc_url in a config file listed in $VIP_CONFIG (or pass --allow-no-networks)")
 
 
+def secrets_error(settings: Settings, command: str) -> str | None:
+    """Why `command` must not start in production (no network marked local): a secret is missing or is
+    a public development value. None when every secret is set, or in a development stack."""
+    problems = production_secret_problems(settings)
+    if not problems:
+        return None
+    return (f"vip {command}: refusing to start in production (no network is marked local): "
+            + "; ".join(problems) + " (docs/security.md says how to make each)")
+
+
 def refuses_to_start(settings: Settings, args: argparse.Namespace) -> bool:
     """A service started with no network follows no chain and can verify no wallet: say so and refuse,
-    unless told to run anyway (a daemon that only delivers webhooks, in a test or a benchmark)."""
+    unless told to run anyway (a daemon that only delivers webhooks, in a test or a benchmark). Production
+    refuses the public development secrets."""
     error = None if args.allow_no_networks else no_networks_error(settings, args.command)
+    error = error or secrets_error(settings, args.command)
     if error:
         print(error, file=sys.stderr)
     return error is not None

@@ -103,6 +103,11 @@ async def send(session: aiohttp.ClientSession, job: Job, attempted_at: datetime,
     error: str | None = None
     started = time.perf_counter()
     refused = refused_literal(job.url) if guarded else None
+    if not job.secrets:
+        # Never an unsigned request: the stored secret does not open with the key ring (a key removed
+        # before `vip secrets reseal`). A failed attempt on the schedule, so the operator can fix it.
+        return Sent(None, "the endpoint's signing secret does not open with the key ring (VIP_TOKEN_KEY)",
+                    0.0)
     try:
         if refused:
             raise RefusedAddress(refused)
