@@ -1,4 +1,4 @@
-"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, time-travel."""
+"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, secrets, time-travel."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from vip.accounts import keys
 from vip.api.app import create_app
 from vip.chain import time_travel
 from vip.chain.rpc import RpcError
+from vip.cli.secrets import add_secrets_parser, run_secrets_command
 from vip.cli.webhooks import add_webhooks_parser, run_webhooks_command
 from vip.config import Settings, load_settings, production_secret_problems
 from vip.daemon import run_daemon
@@ -166,6 +167,10 @@ def cmd_webhooks(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(run_webhooks_command(settings, database_url(settings), args))
 
 
+def cmd_secrets(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(run_secrets_command(settings, database_url(settings), args))
+
+
 def cmd_status(settings: Settings, _: argparse.Namespace) -> int:
     async def main() -> None:
         engine = create_engine(database_url(settings))
@@ -273,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys_parser.set_defaults(func=cmd_keys)
 
     add_webhooks_parser(sub).set_defaults(func=cmd_webhooks)
+    add_secrets_parser(sub).set_defaults(func=cmd_secrets)
 
     watch = sub.add_parser("watch", help="add an address to a network's watch set (backfilled)")
     watch.add_argument("network")

@@ -8,12 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.store.tables import connections, platform_tokens
-from vip.token_cipher import TokenCipher
+from vip.token_cipher import TokenCipher, TokenUnreadable
 
 
 @dataclass(frozen=True)
@@ -57,3 +57,40 @@ async def oauth_connections(conn: AsyncConnection, organisation_id: str,
         .order_by(connections.c.created_at, connections.c.id))).all()
     return [OAuthConnection(r.id, r.provider, r.account_id, bytes(r.access_token), r.expires_at)
             for r in rows]
+
+
+@dataclass(frozen=True)
+class Resealed:
+    """What a re-seal did: tokens sealed again under the current key, tokens already under it, and the
+    connections holding a token no key of the ring opens (left as they are)."""
+
+    resealed: int
+    current: int
+    unreadable: list[str]
+
+
+async def reseal(conn: AsyncConnection, cipher: TokenCipher) -> Resealed:
+    """Seal every kept token (access and refresh) again under the ring's sealing key, in the caller's
+    transaction (rows locked)."""
+    rows = (await conn.execute(select(platform_tokens).order_by(platform_tokens.c.connection_id)
+                               .with_for_update())).all()
+    resealed = current = 0
+    unreadable: list[str] = []
+    for row in rows:
+        values = {}
+        for column in ("access_token", "refresh_token"):
+            sealed = getattr(row, column)
+            if sealed is None:
+                continue
+            if cipher.is_current(sealed):
+                current += 1
+                continue
+            try:
+                values[column] = cipher.seal(cipher.open(sealed, row.connection_id), row.connection_id)
+            except TokenUnreadable:
+                unreadable.append(f"{row.connection_id}.{column}")
+        if values:
+            await conn.execute(update(platform_tokens)
+                               .where(platform_tokens.c.connection_id == row.connection_id).values(**values))
+            resealed += len(values)
+    return Resealed(resealed, current, unreadable)

@@ -123,3 +123,42 @@ async def rotate_secret(conn: AsyncConnection, organisation_id: str, endpoint_id
         previous_secret_expires_at=now + overlap,
     ).returning(*webhook_endpoints.c))).one()
     return secret, _endpoint(row)
+
+
+@dataclass(frozen=True)
+class Resealed:
+    """What a re-seal did: values sealed again under the current key, values already under it, and the
+    rows holding a value no key of the ring opens (left as they are)."""
+
+    resealed: int
+    current: int
+    unreadable: list[str]
+
+
+async def reseal_secrets(conn: AsyncConnection, cipher: TokenCipher) -> Resealed:
+    """Seal every endpoint's signing secrets (current and previous) again under the ring's sealing key,
+    in the caller's transaction (rows locked); secrets stored in clear before sealing existed are sealed."""
+    rows = (await conn.execute(select(webhook_endpoints.c.id, webhook_endpoints.c.secret,
+                                      webhook_endpoints.c.previous_secret)
+                               .order_by(webhook_endpoints.c.id).with_for_update())).all()
+    resealed = current = 0
+    unreadable: list[str] = []
+    for row in rows:
+        values = {}
+        for column in ("secret", "previous_secret"):
+            stored = getattr(row, column)
+            if stored is None:
+                continue
+            if cipher.text_is_current(stored):
+                current += 1
+                continue
+            plain = open_secret(cipher, row.id, stored)
+            if plain is None:
+                unreadable.append(f"{row.id}.{column}")
+                continue
+            values[column] = cipher.seal_text(plain, secret_context(row.id))
+        if values:
+            await conn.execute(update(webhook_endpoints).where(webhook_endpoints.c.id == row.id)
+                               .values(**values))
+            resealed += len(values)
+    return Resealed(resealed, current, unreadable)
