@@ -35,6 +35,7 @@ ENV_OPERATOR_KEYSTORE_PASSWORD = "VIP_OPERATOR_KEYSTORE_PASSWORD"
 # The key ring that seals stored secrets (platform tokens, webhook signing secrets): `id:key,...`, the
 # first key seals (vip.token_cipher).
 ENV_TOKEN_KEY = "VIP_TOKEN_KEY"
+ENV_METRICS_TOKEN = "VIP_METRICS_TOKEN"  # when set, the API's /metrics wants `Authorization: Bearer <it>`
 ENV_ANVIL_BIN = "VIP_ANVIL_BIN"  # the local chain's binary (`vip dev` and the test plugin only)
 # Also read: each network's `rpc_url_env` and each platform's `client_secret_env`, variables the
 # configuration files name (`VIP_RPC_ETHEREUM`, `VIP_PLATFORM_PAYSTREAM_SECRET`, ...).
@@ -124,6 +125,13 @@ class ApiConfig(_Strict):
     # `id:key,id:key` (URL-safe base64 of 32 bytes each; a bare key has id 0), the first seals. Set it in
     # production (VIP_TOKEN_KEY); dev and tests use this fixed, public one.
     token_key: SecretStr = SecretStr(DEV_TOKEN_KEY)
+    # The API's /metrics, as the operator chooses: with `metrics_port` set it is served only on a listener
+    # of its own (metrics_host:metrics_port, for the scraper's network) and not on the API's port; with a
+    # token (VIP_METRICS_TOKEN) it asks for `Authorization: Bearer <token>`; with neither it is open on
+    # the API's port (development).
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    metrics_token: SecretStr | None = None
 
     @field_validator("token_key")
     @classmethod
@@ -347,6 +355,9 @@ def production_secret_problems(settings: Settings) -> list[str]:
     if state == DEV_STATE_SECRET or len(state) < MIN_STATE_SECRET_CHARS:
         problems.append(f"{ENV_STATE_SECRET} is unset, the development value or shorter than "
                         f"{MIN_STATE_SECRET_CHARS} characters")
+    token = settings.api.metrics_token
+    if token is not None and len(token.get_secret_value()) < MIN_STATE_SECRET_CHARS:
+        problems.append(f"{ENV_METRICS_TOKEN} is shorter than {MIN_STATE_SECRET_CHARS} characters")
     if settings.disburses:
         d = settings.disbursement
         if d.operator_private_key is not None:
@@ -421,6 +432,8 @@ def load_settings(
         raw["log_format"] = env[ENV_LOG_FORMAT]
     if env.get(ENV_STATE_SECRET):
         raw.setdefault("api", {})["state_secret"] = env[ENV_STATE_SECRET]
+    if env.get(ENV_METRICS_TOKEN):
+        raw.setdefault("api", {})["metrics_token"] = env[ENV_METRICS_TOKEN]
     if env.get(ENV_TOKEN_KEY):
         raw.setdefault("api", {})["token_key"] = env[ENV_TOKEN_KEY]
     if env.get(ENV_OPERATOR_KEY):
