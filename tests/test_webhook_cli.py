@@ -76,3 +76,8 @@ async def test_bad_url_and_types_are_refused(database_url):
     err = vip("create", "--org", "acme", "--url", "https://hooks.example.com/x", "--event-types", "nope",
               database_url=database_url, expect=2).stderr
     assert "unknown event types: nope" in err
+    # SSRF: a host that is, or resolves to, an address of our own network is refused here too.
+    for url, why in (("https://169.254.169.254/latest", "link-local"),
+                     ("https://localhost:8443/x", "local name"), ("https://[::ffff:10.1.2.3]/x", "private")):
+        err = vip("create", "--org", "acme", "--url", url, database_url=database_url, expect=2).stderr
+        assert why in err and "public" in err, err
