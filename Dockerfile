@@ -2,10 +2,15 @@
 # One image, two roles: the API (`vip serve`, the default) and the indexer daemon (`vip index`), plus the
 # one-off `vip migrate`. Anvil, solcjs and the embedded PostgreSQL are development tools and are not in
 # it: set DATABASE_URL and the VIP_RPC_<NETWORK> variables. See docs/operations.md ("Container").
+# Secrets come from the environment at run time, never from the image: VIP_TOKEN_KEY and VIP_STATE_SECRET
+# always, VIP_OPERATOR_KEY (or a keystore and VIP_OPERATOR_KEYSTORE_PASSWORD) when a network disburses.
+# Without a network marked local the service is in production and refuses to start without them.
 #
 #   docker build -t vip .
-#   docker run -e DATABASE_URL=postgresql://... -p 8080:8080 vip                     # the API
-#   docker run -e DATABASE_URL=postgresql://... -e VIP_RPC_BASE=https://... vip index  # the daemon, :9464
+#   docker run -e DATABASE_URL=postgresql://... -e VIP_TOKEN_KEY -e VIP_STATE_SECRET -e VIP_RPC_BASE \
+#       -p 8080:8080 vip                                                              # the API
+#   docker run -e DATABASE_URL=postgresql://... -e VIP_TOKEN_KEY -e VIP_STATE_SECRET -e VIP_RPC_BASE \
+#       -e VIP_OPERATOR_KEY vip index                                                 # the daemon, :9464
 #   docker run -e DATABASE_URL=postgresql://... vip migrate
 
 # --- builder: the package and its dependencies in a virtual environment -----------------------------

@@ -4,6 +4,7 @@ cleanup context; the middleware pipeline; every route group."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -35,6 +36,7 @@ from vip.api.routes import (
 from vip.api.routes import dev as dev_routes  # integrators' test clock (local networks only)
 from vip.clock import ChainClock, clock_for
 from vip.config import Settings
+from vip.errors import Unauthorized
 from vip.store.engine import create_engine
 
 log = structlog.get_logger(__name__)
@@ -56,8 +58,34 @@ async def health(request: web.Request) -> web.Response:
 
 
 @public
-async def metrics(_: web.Request) -> web.Response:
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus exposition; behind `Authorization: Bearer <api.metrics_token>` when one is set."""
+    token = request.app[SETTINGS].api.metrics_token
+    if token is not None:
+        given = request.headers.get("Authorization", "")
+        expected = f"Bearer {token.get_secret_value()}"
+        if not hmac.compare_digest(given.encode(), expected.encode()):
+            raise Unauthorized("/metrics wants Authorization: Bearer <the metrics token>")
     return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def metrics_listener(settings: Settings):
+    """A cleanup context serving /metrics on its own listener (api.metrics_host:metrics_port), with the
+    API's error bodies and the token check when one is set."""
+
+    async def listener(_: web.Application) -> AsyncIterator[None]:
+        app = web.Application(middlewares=[request_context])
+        app[SETTINGS] = settings
+        app.router.add_get("/metrics", metrics)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, settings.api.metrics_host, settings.api.metrics_port).start()
+        log.info("metrics listening", url=f"http://{settings.api.metrics_host}:{settings.api.metrics_port}"
+                                          "/metrics")
+        yield
+        await runner.cleanup()
+
+    return listener
 
 
 async def _prune_rate_limits(app: web.Application) -> None:
@@ -94,7 +122,10 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
     app.cleanup_ctx.append(payments.disbursement_resources)  # after `resources`: needs the engine and clock
     app.router.add_get("/v1/health", health)
     app.router.add_get("/healthz", health)
-    app.router.add_get("/metrics", metrics)
+    if settings.api.metrics_port is None:
+        app.router.add_get("/metrics", metrics)
+    else:
+        app.cleanup_ctx.append(metrics_listener(settings))
     for group in ROUTE_GROUPS:
         app.router.add_routes(group)
     return app

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import os
 import platform
+import secrets
 import statistics
 import subprocess
 import time
@@ -39,6 +41,7 @@ from vip.devstack.anvil import free_port
 from vip.devstack.console import vip_console_script
 from vip.store.engine import create_engine
 from vip.store.outbox import record_event
+from vip.token_cipher import TokenCipher
 from vip.webhooks import store
 
 
@@ -90,10 +93,13 @@ async def run(args: argparse.Namespace) -> None:
         receiver = FastReceiver()
         await receiver.start()
         now = datetime.now(UTC)
+        # No local network: the daemon runs as in production, with secrets of its own.
+        token_key = "bench:" + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
+        cipher = TokenCipher.from_text(token_key)
         async with engine.begin() as conn:
             org = await keys.ensure_organisation(conn, "bench")
             for n in range(args.endpoints):
-                await store.create_endpoint(conn, org, f"{receiver.url}/{n}", None, None, now)
+                await store.create_endpoint(conn, org, f"{receiver.url}/{n}", None, None, now, cipher=cipher)
 
         async def commit(i: int) -> tuple[str, float]:
             async with engine.begin() as conn:
@@ -105,10 +111,11 @@ async def run(args: argparse.Namespace) -> None:
         for i in range(args.backlog):
             await commit(i)
         config = db.tmp / "daemon.toml"
-        config.write_text(f"[daemon]\nmetrics_port = {free_port()}\n\n[webhooks]\n"
+        config.write_text(f"[daemon]\nmetrics_port = {free_port()}\n\n[webhooks]\nallow_http = true\n"
                           f"poll_interval_s = {args.poll_interval}\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith("VIP_RPC_")}
-        env.update({"DATABASE_URL": db.url, "VIP_CONFIG": str(config), "VIP_LOG_FORMAT": "json"})
+        env.update({"DATABASE_URL": db.url, "VIP_CONFIG": str(config), "VIP_LOG_FORMAT": "json",
+                    "VIP_TOKEN_KEY": token_key, "VIP_STATE_SECRET": secrets.token_urlsafe(32)})
         log = open(db.tmp / "daemon.log", "ab")  # noqa: ASYNC230, SIM115 - handed to the child, once
         daemon = subprocess.Popen(  # noqa: ASYNC220 - started once, before anything is measured
             [vip_console_script(), "index", "--allow-no-networks"], env=env,

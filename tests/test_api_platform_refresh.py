@@ -5,6 +5,7 @@ replaced on reconnection, deleted on revoke."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from datetime import date, timedelta
 from decimal import Decimal
@@ -79,9 +80,11 @@ async def test_refresh_pulls_records_the_platform_added_since_the_connection(env
     status, body = await vip_report(env, user_id, refresh="true")
     assert status == 202, body
     assert body["vip_report"]["status"] == "pending" and body["vip_report"]["id"] != first["vip_report"]["id"]
-    # Pulled again, every page, with the token the callback was given.
+    # Pulled again, every page; a day on, the callback's one-hour token had expired, so it was renewed
+    # first with the kept refresh token.
     assert [r["cursor"] for r in env.fake.records_requests[pulls_at_connection:]] == [None, "1", "2"]
-    assert len(bearer_tokens(env)) == 1
+    assert len(bearer_tokens(env)) == 2
+    assert [r["grant_type"] for r in env.fake.token_requests] == ["authorization_code", "refresh_token"]
 
     records = await record_rows(env, connection_id)
     assert len(records) == 6  # replaced, not duplicated
@@ -110,7 +113,7 @@ async def test_a_failed_pull_answers_502_and_changes_nothing(env: Env, failure: 
     else:  # the platform no longer honours the token (expired or revoked on its side)
         env.fake._tokens.clear()
     before = (await record_rows(env, connection_id), await env.rows(connections), await env.counts())
-    env.clock.advance(hours=1)
+    env.clock.advance(minutes=30)  # the token has not expired by the platform's word
 
     status, body = await vip_report(env, user_id, refresh="true")
     assert status == 502, body
@@ -132,11 +135,14 @@ async def test_the_token_is_sealed_replaced_on_reconnection_and_deleted_on_revok
     user_id, connection_id = await connected_user(env)
     [token] = bearer_tokens(env)
     [kept] = await env.rows(platform_tokens)
-    assert kept.connection_id == connection_id and kept.refresh_token is None
+    assert kept.connection_id == connection_id
     assert kept.expires_at == START + timedelta(seconds=3600)  # the fake says expires_in 3600
     assert token.encode() not in bytes(kept.access_token)  # sealed at rest
     cipher = TokenCipher.from_text(DEV_TOKEN_KEY)
     assert cipher.open(kept.access_token, connection_id) == token
+    [refresh_token] = env.fake.refresh_tokens_issued
+    assert refresh_token.encode() not in bytes(kept.refresh_token)
+    assert cipher.open(kept.refresh_token, connection_id) == refresh_token
     with pytest.raises(TokenUnreadable):  # bound to its connection
         cipher.open(kept.access_token, "con_other")
     with pytest.raises(TokenUnreadable):
@@ -170,3 +176,76 @@ def test_the_token_key_comes_from_the_environment_and_must_be_32_bytes():
     for bad in (base64.urlsafe_b64encode(b"short").decode(), "not base64 at all!"):
         with pytest.raises(ValueError, match="token key"):
             load_settings(DEFAULT_CONFIG_DIR, environ={"VIP_TOKEN_KEY": bad})
+
+
+# --- OAuth refresh: an expired access token is renewed before the pull -----------------------------------
+
+async def test_an_expired_token_is_renewed_with_the_refresh_token_and_kept(env: Env):
+    user_id, connection_id = await connected_user(env)
+    env.fake.account.records.append(NEW_SALARY)
+    env.fake.expire_access_tokens()  # the platform's side of the expiry
+    env.clock.advance(hours=2)  # past the token's expires_in (3600 s)
+    [first_refresh] = env.fake.refresh_tokens_issued
+
+    status, body = await vip_report(env, user_id, refresh="true")
+    assert status == 202, body
+    [renewal] = [r for r in env.fake.token_requests if r["grant_type"] == "refresh_token"]
+    assert renewal["refresh_token"] == first_refresh and renewal["client_id"] == "vip-paystream"
+    assert len(await record_rows(env, connection_id)) == 6  # pulled with the new token
+    # The new tokens are kept (sealed): the renewed access token with its new expiry, the rotated
+    # refresh token; a refresh within the hour uses them without asking the platform again.
+    [kept] = await env.rows(platform_tokens)
+    cipher = TokenCipher.from_text(DEV_TOKEN_KEY)
+    new_access = env.fake.records_requests[-1]["authorization"].removeprefix("Bearer ")
+    assert cipher.open(kept.access_token, connection_id) == new_access
+    rotated = env.fake.refresh_tokens_issued[-1]
+    assert cipher.open(kept.refresh_token, connection_id) == rotated != first_refresh
+    assert kept.expires_at == START + timedelta(hours=2, seconds=3600)
+    async with env.api.engine.begin() as conn:
+        await conn.execute(vip_reports.update().values(status="unverified"))
+    env.clock.advance(minutes=30)
+    status, _ = await vip_report(env, user_id, refresh="true")
+    assert status == 202
+    assert [r["grant_type"] for r in env.fake.token_requests].count("refresh_token") == 1
+    [row] = await env.rows(connections, connections.c.id == connection_id)
+    assert row.status == "active"
+
+
+async def test_a_refused_refresh_expires_the_connection_and_fires_connection_revoked(env: Env):
+    user_id, connection_id = await connected_user(env)
+    env.fake.refuse_refresh = True  # the user withdrew the grant on the platform
+    env.clock.advance(hours=2)
+    status, body = await vip_report(env, user_id, refresh="true")
+    assert status == 502, body
+    details = assert_error(body, "ERR_PLATFORM_SYNC_FAILED")
+    assert details["platform"] == PLATFORM and "renew" in details["reason"]
+    assert details["platform_error"] == "invalid_grant"
+    assert await env.rows(vip_reports) == []
+
+    [row] = await env.rows(connections, connections.c.id == connection_id)
+    assert row.status == "expired"
+    assert await env.rows(platform_tokens) == []  # nothing left to pull with
+    [event] = await env.rows(outbox_events, outbox_events.c.type == "connection.revoked")
+    assert event.data["object"]["id"] == connection_id and event.data["object"]["status"] == "expired"
+    resp = await env.api.client.get("/v1/connections", params={"user_id": user_id},
+                                    headers=await env.api.headers())
+    listed = {c["id"]: c["status"] for c in (await resp.json())["connections"]}
+    assert listed[connection_id] == "expired"
+    # The lender learns to ask the user to connect again: no platform connection is left to refresh.
+    status, body = await vip_report(env, user_id, refresh="true")
+    assert (status, body["error"]["code"]) == (422, "ERR_MISSING_PLATFORM")
+
+
+async def test_concurrent_refreshes_renew_once(env: Env):
+    """Two refresh=true requests at once with an expired token: one renews (the platform rotates refresh
+    tokens, so a second renewal with the old one would be refused and expire the connection); the other
+    waits for it and pulls with the renewed token."""
+    user_id, connection_id = await connected_user(env)
+    env.fake.expire_access_tokens()
+    env.clock.advance(hours=2)
+    answers = await asyncio.gather(vip_report(env, user_id, refresh="true"),
+                                   vip_report(env, user_id, refresh="true"))
+    assert sorted(status for status, _ in answers) == [202, 202], answers
+    assert [r["grant_type"] for r in env.fake.token_requests].count("refresh_token") == 1
+    [row] = await env.rows(connections, connections.c.id == connection_id)
+    assert row.status == "active"

@@ -66,7 +66,8 @@ async def emit(api: ApiHarness, event_type: str, obj: dict, org: str = "acme",
 
 
 async def drain(api: ApiHarness, clock=None) -> None:
-    worker = DeliveryWorker(api.engine, clock or WallClock(), api.settings.webhooks)
+    worker = DeliveryWorker(api.engine, clock or WallClock(), api.settings.webhooks,
+                            cipher=api.settings.api.cipher())
     try:
         await worker.drain()
     finally:
@@ -140,6 +141,18 @@ async def test_https_is_required_outside_local_development(api):
     assert status == 400 and "https" in answer["error"]["details"]["url"]
     status, _ = await call(api, "POST", "/v1/webhook-endpoints", json={"url": "https://hooks.example.com/x"})
     assert status == 201
+
+
+@pytest.mark.parametrize("url", ["https://localhost:8443/hook", "https://169.254.169.254/latest/meta-data",
+                                 "https://10.0.0.7/hook", "https://[::ffff:127.0.0.1]/hook"])
+async def test_inward_urls_are_refused_outside_local_development(api, url):
+    """SSRF: an endpoint naming or resolving to our own network is refused at registration."""
+    assert api.settings.webhooks.allow_http is False
+    status, answer = await call(api, "POST", "/v1/webhook-endpoints", json={"url": url})
+    assert status == 400 and answer["error"]["code"] == "ERR_VALIDATION", answer
+    assert "public" in answer["error"]["details"]["url"]
+    status, listing = await call(api, "GET", "/v1/webhook-endpoints")
+    assert listing["webhook_endpoints"] == []
 
 
 async def test_webhook_and_event_routes_need_the_admin_scope(hooks):

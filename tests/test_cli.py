@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tests.support.webhooks import PRODUCTION_SECRETS
 from vip.cli import no_networks_error
 from vip.config import load_settings
 from vip.devstack.anvil import free_port
@@ -76,7 +77,8 @@ def test_allow_no_networks_starts_anyway(command, database_url, tmp_path):
     api_port, metrics_port = free_port(), free_port()
     overlay = tmp_path / "ports.toml"
     overlay.write_text(f"[api]\nport = {api_port}\n\n[daemon]\nmetrics_port = {metrics_port}\n")
-    env = env_without_networks(DATABASE_URL=database_url, VIP_CONFIG=str(overlay))
+    # No local network: production, so its secrets must be set.
+    env = env_without_networks(DATABASE_URL=database_url, VIP_CONFIG=str(overlay), **PRODUCTION_SECRETS)
     log = tmp_path / f"{command}.log"
     with log.open("ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "vip.cli", command, "--allow-no-networks"], env=env,

@@ -20,7 +20,13 @@ import yaml
 from tests.support.paths import REPO_ROOT
 from vip.api.app import create_app
 from vip.cli import build_parser
-from vip.config import load_settings
+from vip.config import (
+    ENV_OPERATOR_KEY,
+    ENV_OPERATOR_KEYSTORE_PASSWORD,
+    ENV_STATE_SECRET,
+    ENV_TOKEN_KEY,
+    load_settings,
+)
 from vip.daemon import start_metrics_server
 from vip.devstack.anvil import free_port
 
@@ -200,3 +206,22 @@ def test_compose_file_wires_postgres_migrations_api_and_daemon():
     hosts = {t.split(":")[0] for job in scrape["scrape_configs"] for c in job["static_configs"]
              for t in c["targets"]}
     assert hosts <= set(services)
+
+
+def test_the_secrets_are_passed_in_from_the_environment_never_baked_in():
+    """Production refuses to start without its secrets (vip.config.production_secret_problems): compose
+    hands every one of them to the roles, requiring those always needed, and the image sets none."""
+    secrets = {ENV_TOKEN_KEY, ENV_STATE_SECRET, ENV_OPERATOR_KEY, ENV_OPERATOR_KEYSTORE_PASSWORD}
+    services = compose()["services"]
+    for role in ("api", "indexer", "migrate"):
+        env = services[role]["environment"]
+        assert secrets <= set(env), role
+        for name in secrets:
+            assert env[name].startswith("${" + name + ":"), (role, name)  # from the operator's environment
+        for required in (ENV_TOKEN_KEY, ENV_STATE_SECRET):
+            assert env[required].startswith("${" + required + ":?"), (role, required)  # compose refuses
+    baked = " ".join(args for stage in dockerfile_stages((REPO_ROOT / "Dockerfile").read_text())
+                     for kw, args in stage.instructions if kw in ("ENV", "ARG"))
+    assert not any(name in baked for name in secrets)
+    text = (REPO_ROOT / "Dockerfile").read_text()
+    assert all(f"-e {name}" in text for name in (ENV_TOKEN_KEY, ENV_STATE_SECRET, ENV_OPERATOR_KEY))

@@ -13,13 +13,15 @@ from pathlib import Path
 
 import aiohttp
 import yaml
+from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support import promql
 from tests.support.paths import REPO_ROOT
 from vip import metrics
-from vip.config import Settings
+from vip.api.app import create_app
+from vip.config import Settings, load_settings
 from vip.daemon import start_metrics_server
 from vip.devstack.anvil import free_port
 
@@ -191,14 +193,27 @@ async def test_scrape_config_targets_serve_the_metrics(api):
         assert (OPS / rule_file).is_file(), rule_file
     jobs = scrape_jobs()
     defaults = Settings()
+    # The deployment's settings: the API's metrics on their own listener, not on the public API port.
+    container = load_settings(extra_files=[REPO_ROOT / "deploy" / "container.toml"], environ={})
     [api_target] = jobs["vip-api"]["static_configs"][0]["targets"]
     [daemon_target] = jobs["vip-indexer"]["static_configs"][0]["targets"]
-    assert int(api_target.rsplit(":", 1)[1]) == defaults.api.port
+    assert container.api.metrics_port is not None
+    assert int(api_target.rsplit(":", 1)[1]) == container.api.metrics_port != container.api.port
     assert int(daemon_target.rsplit(":", 1)[1]) == defaults.daemon.metrics_port
 
-    resp = await api.client.get(jobs["vip-api"].get("metrics_path", "/metrics"))
-    assert resp.status == 200
-    assert {f.name for f in text_string_to_metric_families(await resp.text())} >= promql.family_names(metrics)
+    port = free_port()
+    listening = create_app(api.settings.model_copy(update={"api": api.settings.api.model_copy(
+        update={"metrics_port": port})}), "postgresql+psycopg://unused/unused")
+    runner = web.AppRunner(listening)
+    await runner.setup()  # starts the metrics listener (the API's own port is not opened here)
+    path = jobs["vip-api"].get("metrics_path", "/metrics")
+    try:
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}{path}") as resp:
+            assert resp.status == 200
+            families = {f.name for f in text_string_to_metric_families(await resp.text())}
+        assert families >= promql.family_names(metrics)
+    finally:
+        await runner.cleanup()
 
     port = free_port()
     runner = await start_metrics_server("127.0.0.1", port)

@@ -9,11 +9,12 @@ from datetime import UTC, datetime
 
 from sqlalchemy import update
 
-from tests.support.webhooks import deliveries
+from tests.support.webhooks import DEV_CIPHER, deliveries
 from vip.clock import WallClock
 from vip.config import WebhookConfig
 from vip.store.outbox import record_event
 from vip.store.tables import webhook_deliveries, webhook_endpoints
+from vip.webhooks.store import open_secret
 from vip.webhooks.worker import DeliveryWorker
 
 
@@ -34,7 +35,9 @@ async def test_create_list_rotate_replay_delete(database_url, engine):
     assert secret.startswith("whsec_")
     async with engine.connect() as conn:
         row = (await conn.execute(webhook_endpoints.select())).one()
-    assert (row.id, row.secret, row.event_types) == (endpoint_id, secret, ["vip.verified", "fraud.flagged"])
+    assert (row.id, row.event_types) == (endpoint_id, ["vip.verified", "fraud.flagged"])
+    # Kept sealed under the key ring (here the development key), bound to its endpoint.
+    assert secret not in row.secret and open_secret(DEV_CIPHER, row.id, row.secret) == secret
 
     listing = vip("list", "--org", "acme", database_url=database_url).stdout
     assert endpoint_id in listing and "vip.verified,fraud.flagged" in listing and secret not in listing
@@ -44,12 +47,13 @@ async def test_create_list_rotate_replay_delete(database_url, engine):
     assert new_secret != secret
     async with engine.connect() as conn:
         row = (await conn.execute(webhook_endpoints.select())).one()
-    assert (row.secret, row.previous_secret) == (new_secret, secret)
+    opened = [open_secret(DEV_CIPHER, row.id, s) for s in (row.secret, row.previous_secret)]
+    assert opened == [new_secret, secret]
 
     async with engine.begin() as conn:
         event_id = await record_event(conn, "vip.verified", {"id": "vip_1"}, created_at=datetime.now(UTC),
                                       organisation_id=row.organisation_id)
-    assert await DeliveryWorker(engine, WallClock(), WebhookConfig()).fan_out() == 1
+    assert await DeliveryWorker(engine, WallClock(), WebhookConfig(), cipher=DEV_CIPHER).fan_out() == 1
     async with engine.begin() as conn:  # as after the fifth failed attempt
         await conn.execute(update(webhook_deliveries).values(status="failed", attempts=5,
                                                              next_attempt_at=None))
@@ -72,3 +76,8 @@ async def test_bad_url_and_types_are_refused(database_url):
     err = vip("create", "--org", "acme", "--url", "https://hooks.example.com/x", "--event-types", "nope",
               database_url=database_url, expect=2).stderr
     assert "unknown event types: nope" in err
+    # SSRF: a host that is, or resolves to, an address of our own network is refused here too.
+    for url, why in (("https://169.254.169.254/latest", "link-local"),
+                     ("https://localhost:8443/x", "local name"), ("https://[::ffff:10.1.2.3]/x", "private")):
+        err = vip("create", "--org", "acme", "--url", url, database_url=database_url, expect=2).stderr
+        assert why in err and "public" in err, err

@@ -12,9 +12,17 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.indexer import spawn_indexer
-from tests.support.webhooks import Receiver, deliveries, make_endpoint, organisation
+from tests.support.webhooks import (
+    PRODUCTION_SECRETS,
+    PRODUCTION_TOKEN_KEY,
+    Receiver,
+    deliveries,
+    make_endpoint,
+    organisation,
+)
 from vip.devstack.anvil import free_port
 from vip.store.outbox import record_event
+from vip.token_cipher import TokenCipher
 
 HUNG_REQUEST = 3  # the receiver never answers its third request (the daemon is killed during it)
 NO_NETWORKS = ("--allow-no-networks",)  # this daemon only delivers webhooks
@@ -26,6 +34,7 @@ def daemon_toml() -> str:
 metrics_port = {free_port()}
 
 [webhooks]
+allow_http = true
 timeout_s = 2.0
 lease_margin_s = 1.0
 poll_interval_s = 0.05
@@ -55,10 +64,12 @@ async def test_kill_9_after_commit_and_mid_attempt_loses_nothing(database_url, e
     receiver = await Receiver(respond=lambda n: None if n == HUNG_REQUEST else 200).start()
     config = tmp_path / "daemon.toml"
     config.write_text(daemon_toml())
-    env = {"DATABASE_URL": database_url, "VIP_CONFIG": str(config), "VIP_LOG_FORMAT": "json"}
+    # No local network: production, with its own secrets; the receiver is on loopback (allow_http).
+    env = {"DATABASE_URL": database_url, "VIP_CONFIG": str(config), "VIP_LOG_FORMAT": "json",
+           **PRODUCTION_SECRETS}
     log = tmp_path / "daemon.log"
     org = await organisation(engine)
-    await make_endpoint(engine, org, receiver.url)
+    await make_endpoint(engine, org, receiver.url, cipher=TokenCipher.from_text(PRODUCTION_TOKEN_KEY))
     committed: list[str] = []
     proc = spawn_indexer(env, log, *NO_NETWORKS)
     try:

@@ -12,7 +12,15 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.webhooks import START, ManualClock, Receiver, deliveries, make_endpoint, organisation
+from tests.support.webhooks import (
+    DEV_CIPHER,
+    START,
+    ManualClock,
+    Receiver,
+    deliveries,
+    make_endpoint,
+    organisation,
+)
 from vip.clock import WallClock
 from vip.config import WebhookConfig
 from vip.devstack.anvil import free_port
@@ -44,7 +52,7 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 async def worker(engine: AsyncEngine, clock: ManualClock):
-    w = DeliveryWorker(engine, clock, CONFIG)
+    w = DeliveryWorker(engine, clock, CONFIG, cipher=DEV_CIPHER)
     yield w
     stop = asyncio.Event()
     stop.set()
@@ -185,7 +193,7 @@ async def test_connection_refused_is_a_failed_attempt(engine, worker, clock):
 async def test_slow_receiver_fails_after_ten_seconds_without_delaying_another_endpoint(engine, clock):
     slow = await Receiver(respond=lambda n: None).start()  # never answers until released
     fast = await Receiver().start()
-    worker = DeliveryWorker(engine, clock, WebhookConfig(allow_http=True))  # the 10 s time-out
+    worker = DeliveryWorker(engine, clock, WebhookConfig(allow_http=True), cipher=DEV_CIPHER)  # 10 s time-out
     assert worker.config.timeout_s == 10
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop))
@@ -243,7 +251,8 @@ async def test_rotation_signs_with_both_secrets_during_the_overlap(engine, recei
     org = await organisation(engine)
     endpoint_id, old = await make_endpoint(engine, org, receiver.url)
     async with engine.begin() as conn:
-        new, endpoint = await store.rotate_secret(conn, org, endpoint_id, clock.current, timedelta(hours=1))
+        new, endpoint = await store.rotate_secret(conn, org, endpoint_id, clock.current, timedelta(hours=1),
+                                                  cipher=DEV_CIPHER)
     assert new != old and endpoint.previous_secret_expires_at == START + timedelta(hours=1)
 
     await emit(engine, org)
@@ -284,7 +293,8 @@ async def test_several_workers_share_the_deliveries_without_sending_twice(engine
     await make_endpoint(engine, org, receiver.url)
     ids = [await emit(engine, org) for _ in range(40)]
     workers = [DeliveryWorker(engine, clock, WebhookConfig(allow_http=True, fanout_batch=7,
-                                                           max_in_flight=5)) for _ in range(3)]
+                                                           max_in_flight=5), cipher=DEV_CIPHER)
+               for _ in range(3)]
     try:
         await asyncio.gather(*(w.drain() for w in workers))
     finally:
@@ -338,7 +348,8 @@ async def test_every_catalogue_type_is_delivered_to_its_subscribers(engine, work
 
 async def test_a_commit_wakes_the_idle_daemon_worker_without_waiting_for_the_poll(engine, receiver):
     # An hour between polls: only the commit's notification can make this delivery happen.
-    worker = DeliveryWorker(engine, WallClock(), WebhookConfig(allow_http=True, poll_interval_s=3600))
+    worker = DeliveryWorker(engine, WallClock(), WebhookConfig(allow_http=True, poll_interval_s=3600),
+                            cipher=DEV_CIPHER)
     stop = asyncio.Event()
     running = asyncio.create_task(worker.run(stop))
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.event_shapes import envelope_problems
-from tests.support.webhooks import ManualClock, Receiver, make_endpoint, organisation
+from tests.support.webhooks import DEV_CIPHER, ManualClock, Receiver, make_endpoint, organisation
 from vip.config import WebhookConfig
 from vip.store.outbox import record_event
 from vip.webhooks import store
@@ -40,7 +40,7 @@ def catalogue() -> dict[str, dict]:
 async def test_the_documented_receiver_verifies_real_deliveries(engine):
     receiver = await Receiver().start()
     clock = ManualClock()
-    worker = DeliveryWorker(engine, clock, WebhookConfig(allow_http=True))
+    worker = DeliveryWorker(engine, clock, WebhookConfig(allow_http=True), cipher=DEV_CIPHER)
     try:
         org = await organisation(engine)
         endpoint_id, secret = await make_endpoint(engine, org, receiver.url)
@@ -50,7 +50,7 @@ async def test_the_documented_receiver_verifies_real_deliveries(engine):
         await worker.drain()
         async with engine.begin() as conn:
             new_secret, _ = await store.rotate_secret(conn, org, endpoint_id, clock.current,
-                                                      timedelta(hours=1))
+                                                      timedelta(hours=1), cipher=DEV_CIPHER)
             await record_event(conn, "vip.verified", {"id": "vip_1"}, created_at=clock.current,
                                organisation_id=org)
         await worker.drain()

@@ -56,7 +56,7 @@ def test_secrets_are_random_and_rotation_signs_with_both_during_the_overlap():
 
 
 @pytest.mark.parametrize("url", ["https://hooks.example.com/vip", "https://hooks.example.com:8443/a?b=c",
-                                 "https://10.0.0.5/x", "HTTPS://Example.com/"])
+                                 "https://93.184.215.14/x", "HTTPS://Example.com/"])
 def test_good_urls(url):
     assert check_endpoint_url(url, allow_http=False) == url
 

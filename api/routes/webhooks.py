@@ -54,7 +54,7 @@ async def create_endpoint(request: web.Request) -> web.Response:
     secret, endpoint = await service.create_endpoint(
         request.app[ENGINE], request.app[SETTINGS].webhooks,
         organisation_id=principal(request).organisation_id, url=body.url, event_types=body.event_types,
-        description=body.description)
+        description=body.description, cipher=request.app[SETTINGS].api.cipher())
     return json_response({"webhook_endpoint": endpoint_json(endpoint, secret)}, status=201)
 
 
@@ -78,5 +78,6 @@ async def delete_endpoint(request: web.Request) -> web.Response:
 async def rotate_secret(request: web.Request) -> web.Response:
     secret, endpoint = await service.rotate_secret(request.app[ENGINE], request.app[SETTINGS].webhooks,
                                                    principal(request).organisation_id,
-                                                   request.match_info["endpoint_id"])
+                                                   request.match_info["endpoint_id"],
+                                                   cipher=request.app[SETTINGS].api.cipher())
     return json_response({"webhook_endpoint": endpoint_json(endpoint, secret)})

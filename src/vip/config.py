@@ -14,11 +14,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
+from eth_account import Account
 from eth_utils import is_address, to_checksum_address
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from vip.resources import default_config_dir
-from vip.token_cipher import decode_key
+from vip.token_cipher import TokenCipher, decode_key, parse_keyring
 from vip.verification.config import VerificationConfig
 
 DEFAULT_CONFIG_DIR = default_config_dir()
@@ -31,7 +32,10 @@ ENV_STATE_SECRET = "VIP_STATE_SECRET"  # signs OAuth state values
 # Disbursement operator key: the key itself, or a keystore file (path in config) and its password.
 ENV_OPERATOR_KEY = "VIP_OPERATOR_KEY"
 ENV_OPERATOR_KEYSTORE_PASSWORD = "VIP_OPERATOR_KEYSTORE_PASSWORD"
-ENV_TOKEN_KEY = "VIP_TOKEN_KEY"  # encrypts platforms' OAuth tokens at rest (platform tokens)
+# The key ring that seals stored secrets (platform tokens, webhook signing secrets): `id:key,...`, the
+# first key seals (vip.token_cipher).
+ENV_TOKEN_KEY = "VIP_TOKEN_KEY"
+ENV_METRICS_TOKEN = "VIP_METRICS_TOKEN"  # when set, the API's /metrics wants `Authorization: Bearer <it>`
 ENV_ANVIL_BIN = "VIP_ANVIL_BIN"  # the local chain's binary (`vip dev` and the test plugin only)
 # Also read: each network's `rpc_url_env` and each platform's `client_secret_env`, variables the
 # configuration files name (`VIP_RPC_ETHEREUM`, `VIP_PLATFORM_PAYSTREAM_SECRET`, ...).
@@ -96,6 +100,16 @@ class RateLimitConfig(_Strict):
 
 
 DEV_TOKEN_KEY = "ZGV2LW9ubHktdG9rZW4ta2V5LWRvLW5vdC11c2UhISE="  # b"dev-only-token-key-do-not-use!!!"
+DEV_STATE_SECRET = "dev-only-state-secret"
+MIN_STATE_SECRET_CHARS = 32
+# Anvil's well-known development accounts (mnemonic "test test ... junk"): their keys are public.
+DEV_OPERATOR_ADDRESSES = frozenset({
+    "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266", "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
+    "0x3c44cdddb6a900fa2b585dd299e03d12fa4293bc", "0x90f79bf6eb2c4f870365e785982e1f101e93b906",
+    "0x15d34aaf54267db7d7c367839aaf71a00a2c6a65", "0x9965507d1a55bcc2695c58ba16fb37d819b0a4dc",
+    "0x976ea74026e726554db657fa54763abd0c3a0aa9", "0x14dc79964da2c08b23698b3d3cc7ca32193d9955",
+    "0x23618e81e3f5cdf7f54c3d65f7fbc0abf5b21e8f", "0xa0ee7a142d267c1f36714e4a8f75612f20a79720",
+})
 
 
 class ApiConfig(_Strict):
@@ -104,18 +118,30 @@ class ApiConfig(_Strict):
     public_base_url: str = "http://127.0.0.1:8080"
     rate_limits: RateLimitConfig = RateLimitConfig()
     # Signs OAuth `state` values. Set it in production (VIP_STATE_SECRET); dev and tests use a fixed one.
-    state_secret: str = "dev-only-state-secret"
+    state_secret: str = DEV_STATE_SECRET
     # How long an API process trusts a key it has checked (revocations elsewhere take up to this long).
     key_cache_s: float = Field(default=5.0, ge=0)
-    # Platform tokens: encrypts the platforms' OAuth tokens at rest (AES-256-GCM), URL-safe base64 of 32
-    # bytes. Set it in production (VIP_TOKEN_KEY); dev and tests use this fixed, public one.
+    # The key ring sealing stored secrets (platform tokens, webhook signing secrets) with AES-256-GCM:
+    # `id:key,id:key` (URL-safe base64 of 32 bytes each; a bare key has id 0), the first seals. Set it in
+    # production (VIP_TOKEN_KEY); dev and tests use this fixed, public one.
     token_key: SecretStr = SecretStr(DEV_TOKEN_KEY)
+    # The API's /metrics, as the operator chooses: with `metrics_port` set it is served only on a listener
+    # of its own (metrics_host:metrics_port, for the scraper's network) and not on the API's port; with a
+    # token (VIP_METRICS_TOKEN) it asks for `Authorization: Bearer <token>`; with neither it is open on
+    # the API's port (development).
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    metrics_token: SecretStr | None = None
 
     @field_validator("token_key")
     @classmethod
     def _token_key_is_32_bytes(cls, value: SecretStr) -> SecretStr:
-        decode_key(value.get_secret_value())
+        parse_keyring(value.get_secret_value())
         return value
+
+    def cipher(self) -> TokenCipher:
+        """The key ring of `token_key`."""
+        return TokenCipher.from_text(self.token_key.get_secret_value())
 
 
 class DaemonConfig(_Strict):
@@ -301,8 +327,52 @@ class Settings(_Strict):
     def enabled_networks(self) -> list[NetworkConfig]:
         return [n for n in self.networks.values() if n.enabled]
 
+    @property
+    def is_development(self) -> bool:
+        """A development stack (`vip dev`, tests): some configured network is marked `local`. Anything
+        else is production, where the public development secrets are refused (production_secret_problems)."""
+        return any(n.local for n in self.networks.values())
+
+    @property
+    def disburses(self) -> bool:
+        """Some enabled network has a disbursement contract: the operator key is needed."""
+        return any(n.disbursement_contract for n in self.enabled_networks())
+
     def network(self, name: str) -> NetworkConfig:
         return self.networks[name]
+
+
+def production_secret_problems(settings: Settings) -> list[str]:
+    """Each secret that is missing or a public development value, naming its variable; empty in a
+    development stack (Settings.is_development) or when every secret is set."""
+    if settings.is_development:
+        return []
+    problems = []
+    dev_key = decode_key(DEV_TOKEN_KEY)
+    if any(key == dev_key for _, key in parse_keyring(settings.api.token_key.get_secret_value())):
+        problems.append(f"{ENV_TOKEN_KEY} is unset or holds the public development key")
+    state = settings.api.state_secret
+    if state == DEV_STATE_SECRET or len(state) < MIN_STATE_SECRET_CHARS:
+        problems.append(f"{ENV_STATE_SECRET} is unset, the development value or shorter than "
+                        f"{MIN_STATE_SECRET_CHARS} characters")
+    token = settings.api.metrics_token
+    if token is not None and len(token.get_secret_value()) < MIN_STATE_SECRET_CHARS:
+        problems.append(f"{ENV_METRICS_TOKEN} is shorter than {MIN_STATE_SECRET_CHARS} characters")
+    if settings.disburses:
+        d = settings.disbursement
+        if d.operator_private_key is not None:
+            try:
+                address = Account.from_key(d.operator_private_key.get_secret_value()).address.lower()
+            except (ValueError, TypeError):
+                problems.append(f"{ENV_OPERATOR_KEY} is not a private key")
+            else:
+                if address in DEV_OPERATOR_ADDRESSES:
+                    problems.append(f"{ENV_OPERATOR_KEY} is a public development key (Anvil's)")
+        elif d.operator_keystore is None:
+            problems.append(f"{ENV_OPERATOR_KEY} is unset (or set disbursement.operator_keystore)")
+        elif d.operator_keystore_password is None:
+            problems.append(f"{ENV_OPERATOR_KEYSTORE_PASSWORD} is unset")
+    return problems
 
 
 def deep_merge(base: dict, overlay: Mapping) -> dict:
@@ -362,6 +432,8 @@ def load_settings(
         raw["log_format"] = env[ENV_LOG_FORMAT]
     if env.get(ENV_STATE_SECRET):
         raw.setdefault("api", {})["state_secret"] = env[ENV_STATE_SECRET]
+    if env.get(ENV_METRICS_TOKEN):
+        raw.setdefault("api", {})["metrics_token"] = env[ENV_METRICS_TOKEN]
     if env.get(ENV_TOKEN_KEY):
         raw.setdefault("api", {})["token_key"] = env[ENV_TOKEN_KEY]
     if env.get(ENV_OPERATOR_KEY):

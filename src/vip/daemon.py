@@ -93,7 +93,7 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
     tasks.append(asyncio.create_task(vip_job.run(stop), name="vip-report-job"))
     # Webhooks (issue 6): the retry schedule runs on the wall clock (receivers recover in real time, not in
     # chain time). The worker stops on `stop` by itself, letting attempts under way finish.
-    worker = DeliveryWorker(engine, WallClock(), settings.webhooks)
+    worker = DeliveryWorker(engine, WallClock(), settings.webhooks, cipher=settings.api.cipher())
     webhooks = asyncio.create_task(worker.run(stop), name="webhooks")
     try:
         await stop.wait()

@@ -1,6 +1,9 @@
 """A data platform of our own, on loopback HTTP: the OAuth authorization and token endpoints and the paged
 records endpoint, behaving as the service expects a platform to (see vip.connections.platform_oauth), and
 misbehaving on demand (consent denied, slow pages, a 503 or garbage on page N, refused client secret).
+Access tokens come with a refresh token (rotated at each use, RFC 6749 6); `expire_access_tokens()` makes
+the platform stop honouring the access tokens it gave, and `refuse_refresh` makes it refuse every refresh
+token (the user withdrew the grant).
 
     fake = FakePlatform(client_id="vip-paystream", client_secret="s3cret", scopes="...")
     await fake.start()
@@ -55,12 +58,16 @@ class FakePlatform:
         self.slow_page: int | None = None  # records page answered after `slow_s`
         self.slow_s = 0.0
         self.token_status: int | None = None  # token endpoint answers this status (e.g. 500)
+        self.refuse_refresh = False  # refresh_token grants answered 400 invalid_grant
+        self.expires_in = 3600
         # What happened.
         self.authorize_requests: list[dict[str, str]] = []
         self.token_requests: list[dict[str, str]] = []
         self.records_requests: list[dict[str, Any]] = []
         self._grants: dict[str, _Grant] = {}
         self._tokens: set[str] = set()
+        self._refresh_tokens: set[str] = set()  # valid, unused refresh tokens
+        self.refresh_tokens_issued: list[str] = []
         self._server: TestServer | None = None
 
     # --- lifecycle --------------------------------------------------------------------------------------
@@ -117,16 +124,31 @@ class FakePlatform:
             return web.json_response({"error": "server_error"}, status=self.token_status)
         if form.get("client_id") != self.client_id or form.get("client_secret") != self.client_secret:
             return web.json_response({"error": "invalid_client"}, status=401)
+        if form.get("grant_type") == "refresh_token":
+            offered = str(form.get("refresh_token", ""))
+            if self.refuse_refresh or offered not in self._refresh_tokens:
+                return web.json_response({"error": "invalid_grant"}, status=400)
+            self._refresh_tokens.discard(offered)  # rotated: each refresh token is good once
+            return self._issue(self.scopes)
         if form.get("grant_type") != "authorization_code":
             return web.json_response({"error": "unsupported_grant_type"}, status=400)
         grant = self._grants.get(str(form.get("code", "")))
         if grant is None or grant.used or grant.redirect_uri != form.get("redirect_uri"):
             return web.json_response({"error": "invalid_grant"}, status=400)
         grant.used = True
-        token = secrets.token_urlsafe(24)
+        return self._issue(grant.scope)
+
+    def _issue(self, scope: str) -> web.Response:
+        token, refresh = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         self._tokens.add(token)
-        return web.json_response({"access_token": token, "token_type": "Bearer", "expires_in": 3600,
-                                  "scope": grant.scope})
+        self._refresh_tokens.add(refresh)
+        self.refresh_tokens_issued.append(refresh)
+        return web.json_response({"access_token": token, "token_type": "Bearer",
+                                  "expires_in": self.expires_in, "refresh_token": refresh, "scope": scope})
+
+    def expire_access_tokens(self) -> None:
+        """The access tokens given so far stop being honoured (they expired on the platform's side)."""
+        self._tokens.clear()
 
     async def _records(self, request: web.Request) -> web.Response:
         auth = request.headers.get("Authorization", "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,10 +14,17 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip.accounts import keys
+from vip.config import DEV_TOKEN_KEY
 from vip.store.tables import webhook_deliveries
+from vip.token_cipher import TokenCipher
 from vip.webhooks import store
 
 START = datetime(2026, 3, 2, 9, 0, 0, tzinfo=UTC)
+DEV_CIPHER = TokenCipher.from_text(DEV_TOKEN_KEY)  # what the test settings seal secrets with
+# Production secrets (no development value): for a `vip index` started without a local network.
+PRODUCTION_TOKEN_KEY = "prod1:" + base64.urlsafe_b64encode(b"production-test-token-key-32byte").decode()
+PRODUCTION_SECRETS = {"VIP_TOKEN_KEY": PRODUCTION_TOKEN_KEY,
+                      "VIP_STATE_SECRET": "production-test-state-secret-of-40-chars!"}
 
 
 class ManualClock:
@@ -96,10 +104,11 @@ async def organisation(engine: AsyncEngine, name: str = "acme") -> str:
 
 
 async def make_endpoint(engine: AsyncEngine, org_id: str, url: str, event_types: list[str] | None = None,
-                        now: datetime = START) -> tuple[str, str]:
+                        now: datetime = START, cipher: TokenCipher = DEV_CIPHER) -> tuple[str, str]:
     """(endpoint id, signing secret)."""
     async with engine.begin() as conn:
-        secret, endpoint = await store.create_endpoint(conn, org_id, url, event_types, None, now)
+        secret, endpoint = await store.create_endpoint(conn, org_id, url, event_types, None, now,
+                                                       cipher=cipher)
     return endpoint.id, secret
 
 

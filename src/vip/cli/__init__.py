@@ -1,4 +1,4 @@
-"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, time-travel."""
+"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, secrets, time-travel."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from vip.accounts import keys
 from vip.api.app import create_app
 from vip.chain import time_travel
 from vip.chain.rpc import RpcError
+from vip.cli.secrets import add_secrets_parser, run_secrets_command
 from vip.cli.webhooks import add_webhooks_parser, run_webhooks_command
-from vip.config import Settings, load_settings
+from vip.config import Settings, load_settings, production_secret_problems
 from vip.daemon import run_daemon
 from vip.devstack.dev import run_dev
 from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
@@ -68,10 +69,22 @@ def no_networks_error(settings: Settings, command: str) -> str | None:
             "a network's rpc_url in a config file listed in $VIP_CONFIG (or pass --allow-no-networks)")
 
 
+def secrets_error(settings: Settings, command: str) -> str | None:
+    """Why `command` must not start in production (no network marked local): a secret is missing or is
+    a public development value. None when every secret is set, or in a development stack."""
+    problems = production_secret_problems(settings)
+    if not problems:
+        return None
+    return (f"vip {command}: refusing to start in production (no network is marked local): "
+            + "; ".join(problems) + " (docs/security.md says how to make each)")
+
+
 def refuses_to_start(settings: Settings, args: argparse.Namespace) -> bool:
     """A service started with no network follows no chain and can verify no wallet: say so and refuse,
-    unless told to run anyway (a daemon that only delivers webhooks, in a test or a benchmark)."""
+    unless told to run anyway (a daemon that only delivers webhooks, in a test or a benchmark). Production
+    refuses the public development secrets."""
     error = None if args.allow_no_networks else no_networks_error(settings, args.command)
+    error = error or secrets_error(settings, args.command)
     if error:
         print(error, file=sys.stderr)
     return error is not None
@@ -152,6 +165,10 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
 # --- webhooks (issue 6) ---
 def cmd_webhooks(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(run_webhooks_command(settings, database_url(settings), args))
+
+
+def cmd_secrets(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(run_secrets_command(settings, database_url(settings), args))
 
 
 def cmd_status(settings: Settings, _: argparse.Namespace) -> int:
@@ -261,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys_parser.set_defaults(func=cmd_keys)
 
     add_webhooks_parser(sub).set_defaults(func=cmd_webhooks)
+    add_secrets_parser(sub).set_defaults(func=cmd_secrets)
 
     watch = sub.add_parser("watch", help="add an address to a network's watch set (backfilled)")
     watch.add_argument("network")

@@ -11,7 +11,7 @@ from vip.config import Settings
 from vip.store.engine import create_engine
 from vip.webhooks import events, store
 from vip.webhooks.catalogue import ALL, normalise_event_types
-from vip.webhooks.urls import check_endpoint_url
+from vip.webhooks.urls import check_endpoint_host, check_endpoint_url
 
 
 def add_webhooks_parser(sub) -> argparse.ArgumentParser:
@@ -52,8 +52,10 @@ async def run_webhooks_command(settings: Settings, database_url: str, args: argp
             command = args.webhooks_command
             if command == "create":
                 url = check_endpoint_url(args.url, allow_http=settings.webhooks.allow_http)
+                await check_endpoint_host(url, allow_http=settings.webhooks.allow_http)
                 types = normalise_event_types([t.strip() for t in args.event_types.split(",") if t.strip()])
-                secret, endpoint = await store.create_endpoint(conn, org, url, types, args.description, now)
+                secret, endpoint = await store.create_endpoint(conn, org, url, types, args.description, now,
+                                                               cipher=settings.api.cipher())
                 print(f"created {endpoint.id} for {args.org}: {endpoint.url} ({_types(endpoint)})")
                 print(f"signing secret (shown once, store it now): {secret}")
             elif command == "list":
@@ -65,7 +67,8 @@ async def run_webhooks_command(settings: Settings, database_url: str, args: argp
                 print(f"deleted {args.endpoint_id}")
             elif command == "rotate-secret":
                 overlap = timedelta(seconds=settings.webhooks.rotation_overlap_s)
-                rotated = await store.rotate_secret(conn, org, args.endpoint_id, now, overlap)
+                rotated = await store.rotate_secret(conn, org, args.endpoint_id, now, overlap,
+                                                    cipher=settings.api.cipher())
                 if rotated is None:
                     return _missing(f"no endpoint {args.endpoint_id} in {args.org}")
                 secret, endpoint = rotated

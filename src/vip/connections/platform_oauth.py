@@ -292,6 +292,48 @@ async def fetch_account(session: aiohttp.ClientSession, platform: PlatformConfig
         raise sync_failed(platform, f"sync took longer than {platform.sync_timeout_s} s") from exc
 
 
+class RefreshRefused(Exception):
+    """The platform refused the refresh token (RFC 6749 5.2: invalid_grant and the like): the user's grant
+    is gone, and only a new connection mends it."""
+
+    def __init__(self, platform_error: str) -> None:
+        super().__init__(platform_error)
+        self.platform_error = platform_error
+
+
+async def refresh_grant(session: aiohttp.ClientSession, platform: PlatformConfig,
+                        refresh_token: str) -> Grant:
+    """A new access token for a kept refresh token (RFC 6749 6, client secret in the body). The platform's
+    refusal of the grant is RefreshRefused; its refusal of our client credentials, a throttle, a failure,
+    a time-out or nonsense is 502 ERR_PLATFORM_SYNC_FAILED (the connection stays as it is)."""
+    form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": platform.client_id,
+            "client_secret": platform.client_secret.get_secret_value()}
+    try:
+        async with session.post(platform.token_url, data=form, allow_redirects=False,
+                                headers={"Accept": "application/json"},
+                                timeout=aiohttp.ClientTimeout(total=platform.timeout_s)) as resp:
+            status = resp.status
+            try:
+                payload = await _read_json(resp, MAX_TOKEN_BYTES)
+            except ValueError:
+                payload = None
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise sync_failed(platform, f"token refresh {_problem(exc)}") from exc
+    error = payload.get("error") if isinstance(payload, dict) else None
+    error = error if isinstance(error, str) else None
+    if 400 <= status < 500 and status != 429 and error not in ("invalid_client", "unauthorized_client"):
+        raise RefreshRefused((error or str(status))[:100])
+    if status != 200:
+        raise sync_failed(platform, f"token refresh answered {status}", platform_error=(error or "")[:100])
+    try:
+        token = _Token.model_validate(payload)
+    except ValidationError as exc:
+        raise sync_failed(platform, f"token refresh {_problem(exc)}") from exc
+    if token.token_type.lower() != "bearer":
+        raise sync_failed(platform, f"token type {token.token_type[:40]!r} is not bearer")
+    return Grant(token.access_token, token.refresh_token, token.expires_in)
+
+
 async def repull_account(session: aiohttp.ClientSession, platform: PlatformConfig, token: str,
                          today: date) -> PulledAccount:
     """Pull every record again with a kept access token, bounded by `sync_timeout_s` like a first sync.

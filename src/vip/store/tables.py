@@ -507,7 +507,8 @@ webhook_endpoints = Table(
     Column("url", Text, nullable=False),
     Column("description", Text),
     Column("event_types", ARRAY(Text)),  # null: every event type
-    # HMAC keys must be readable to sign, so they are stored as issued (docs/webhooks.md); never logged.
+    # HMAC keys must be readable to sign: sealed (not hashed) under the key ring of api.token_key
+    # (`sealed:` + base64, vip.webhooks.store; docs/security.md), opened only to sign; never logged.
     Column("secret", Text, nullable=False),
     # The secret before the last rotation, still signing until previous_secret_expires_at.
     Column("previous_secret", Text),

@@ -17,8 +17,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip.store.outbox import envelope
 from vip.store.tables import outbox_events, webhook_deliveries, webhook_endpoints
+from vip.token_cipher import TokenCipher
 from vip.webhooks.signing import encode_body
-from vip.webhooks.store import signing_secrets
+from vip.webhooks.store import open_secret, signing_secrets
 
 d, ep, ev = webhook_deliveries, webhook_endpoints, outbox_events
 
@@ -32,7 +33,7 @@ class Job:
     event_id: str
     event_type: str
     url: str
-    secrets: list[str] = field(repr=False)  # newest first; never logged
+    secrets: list[str] = field(repr=False)  # newest first, in clear; never logged; empty: none opens
     body: bytes = field(repr=False)
     attempts_before: int
 
@@ -62,9 +63,9 @@ def lock_due_query(now: datetime, ids: list[str]):
 
 
 async def claim_due(engine: AsyncEngine, now: datetime, *, limit: int, per_endpoint: int,
-                    held: Counter[str], lease: timedelta) -> list[Job]:
+                    held: Counter[str], lease: timedelta, cipher: TokenCipher) -> list[Job]:
     """Lease up to `limit` due deliveries until `now + lease`, at most `per_endpoint` per endpoint
-    counting those the caller already `held`."""
+    counting those the caller already `held`; their signing secrets opened with `cipher`."""
     full = [endpoint for endpoint, n in held.items() if n >= per_endpoint]
     async with engine.begin() as conn:
         # Two statements, so the planner never runs the per-endpoint probes once per due row.
@@ -83,7 +84,9 @@ async def claim_due(engine: AsyncEngine, now: datetime, *, limit: int, per_endpo
         await conn.execute(update(d).where(d.c.id.in_([r.id for r in taken]))
                            .values(next_attempt_at=now + lease))
     return [Job(r.id, r.endpoint_id, r.event_id, r.type, r.url,
-                signing_secrets(r.secret, r.previous_secret, r.previous_secret_expires_at, now),
+                signing_secrets(open_secret(cipher, r.endpoint_id, r.secret),
+                                open_secret(cipher, r.endpoint_id, r.previous_secret),
+                                r.previous_secret_expires_at, now),
                 encode_body(envelope(_EventRow(r))), r.attempts) for r in taken]
 
 

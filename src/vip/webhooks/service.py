@@ -14,8 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from vip.clock import WallClock
 from vip.config import WebhookConfig
 from vip.errors import NotFound, Unprocessable, ValidationFailed
+from vip.token_cipher import TokenCipher
 from vip.webhooks import events, store
-from vip.webhooks.urls import check_endpoint_url
+from vip.webhooks.urls import check_endpoint_host, check_endpoint_url
 
 # Webhook timing (created, rotation overlap, replays) is wall-clock time, like the delivery worker's.
 WALL = WallClock()
@@ -32,16 +33,17 @@ def _event_not_found(event_id: str) -> NotFound:
 
 async def create_endpoint(engine: AsyncEngine, config: WebhookConfig, *, organisation_id: str, url: str,
                           event_types: list[str] | None,
-                          description: str | None) -> tuple[str, store.Endpoint]:
-    """A new endpoint and its signing secret (shown once). `event_types` must be normalised already
-    (vip.webhooks.catalogue)."""
+                          description: str | None, cipher: TokenCipher) -> tuple[str, store.Endpoint]:
+    """A new endpoint and its signing secret (shown once, kept sealed with `cipher`). `event_types` must
+    be normalised already (vip.webhooks.catalogue)."""
     try:
         url = check_endpoint_url(url, allow_http=config.allow_http)
+        await check_endpoint_host(url, allow_http=config.allow_http)
     except ValueError as exc:
         raise ValidationFailed(f"invalid url: {exc}", {"url": str(exc)}) from exc
     async with engine.begin() as conn:
         return await store.create_endpoint(conn, organisation_id, url, event_types, description,
-                                           await WALL.now())
+                                           await WALL.now(), cipher=cipher)
 
 
 async def list_endpoints(engine: AsyncEngine, organisation_id: str) -> list[store.Endpoint]:
@@ -59,11 +61,12 @@ async def delete_endpoint(engine: AsyncEngine, organisation_id: str, endpoint_id
 
 
 async def rotate_secret(engine: AsyncEngine, config: WebhookConfig, organisation_id: str,
-                        endpoint_id: str) -> tuple[str, store.Endpoint]:
+                        endpoint_id: str, *, cipher: TokenCipher) -> tuple[str, store.Endpoint]:
     """A new signing secret; the current one keeps signing for the configured overlap."""
     overlap = timedelta(seconds=config.rotation_overlap_s)
     async with engine.begin() as conn:
-        rotated = await store.rotate_secret(conn, organisation_id, endpoint_id, await WALL.now(), overlap)
+        rotated = await store.rotate_secret(conn, organisation_id, endpoint_id, await WALL.now(), overlap,
+                                            cipher=cipher)
     if rotated is None:
         raise _endpoint_not_found(endpoint_id)
     return rotated

@@ -1,4 +1,8 @@
-"""Webhook endpoints of an organisation: create, list, delete, rotate the signing secret."""
+"""Webhook endpoints of an organisation: create, list, delete, rotate the signing secret.
+
+Signing secrets are kept sealed (vip.token_cipher, `seal_text`, the endpoint id bound in) under the key
+ring of `api.token_key`; they are opened only to sign a delivery (vip.webhooks.claims) and shown in clear
+once, when issued."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.ids import new_id
 from vip.store.tables import webhook_deliveries, webhook_endpoints
+from vip.token_cipher import TokenCipher, TokenUnreadable
 from vip.webhooks.signing import new_secret
 
 
@@ -33,24 +38,42 @@ def _endpoint(row) -> Endpoint:
                     row.previous_secret_expires_at, row.deleted_at)
 
 
-def signing_secrets(secret: str, previous_secret: str | None, previous_expires_at: datetime | None,
+def secret_context(endpoint_id: str) -> str:
+    """What a sealed signing secret is bound to: its endpoint (the current and previous secret alike, so
+    a rotation moves the sealed value as it is)."""
+    return f"webhook-secret:{endpoint_id}"
+
+
+def open_secret(cipher: TokenCipher, endpoint_id: str, stored: str | None) -> str | None:
+    """A stored signing secret in clear (None when absent or when no key of the ring opens it)."""
+    if stored is None:
+        return None
+    try:
+        return cipher.open_text(stored, secret_context(endpoint_id))
+    except TokenUnreadable:
+        return None
+
+
+def signing_secrets(secret: str | None, previous_secret: str | None, previous_expires_at: datetime | None,
                     now: datetime) -> list[str]:
     """The secrets that sign a request sent at `now`: the current one, then the previous one during a
     rotation's overlap."""
+    current = [secret] if secret else []
     if previous_secret and previous_expires_at is not None and now < previous_expires_at:
-        return [secret, previous_secret]
-    return [secret]
+        return [*current, previous_secret]
+    return current
 
 
 async def create_endpoint(conn: AsyncConnection, organisation_id: str, url: str,
                           event_types: list[str] | None, description: str | None,
-                          now: datetime) -> tuple[str, Endpoint]:
-    """A new endpoint; returns its signing secret (shown once) and its listing. `url` and
-    `event_types` must already be checked (vip.webhooks.urls, vip.webhooks.catalogue)."""
-    secret = new_secret()
+                          now: datetime, *, cipher: TokenCipher) -> tuple[str, Endpoint]:
+    """A new endpoint; returns its signing secret (shown once; kept sealed with `cipher`) and its
+    listing. `url` and `event_types` must already be checked (vip.webhooks.urls, vip.webhooks.catalogue)."""
+    secret, endpoint_id = new_secret(), new_id("whe")
     row = (await conn.execute(webhook_endpoints.insert().values(
-        id=new_id("whe"), organisation_id=organisation_id, url=url, description=description,
-        event_types=event_types, secret=secret, created_at=now,
+        id=endpoint_id, organisation_id=organisation_id, url=url, description=description,
+        event_types=event_types, secret=cipher.seal_text(secret, secret_context(endpoint_id)),
+        created_at=now,
     ).returning(*webhook_endpoints.c))).one()
     return secret, _endpoint(row)
 
@@ -87,7 +110,7 @@ async def delete_endpoint(conn: AsyncConnection, organisation_id: str, endpoint_
 
 
 async def rotate_secret(conn: AsyncConnection, organisation_id: str, endpoint_id: str, now: datetime,
-                        overlap: timedelta) -> tuple[str, Endpoint] | None:
+                        overlap: timedelta, *, cipher: TokenCipher) -> tuple[str, Endpoint] | None:
     """A new signing secret; the current one keeps signing for `overlap` (a secret older than that is
     dropped at once)."""
     current = (await conn.execute(select(webhook_endpoints.c.secret)
@@ -96,6 +119,46 @@ async def rotate_secret(conn: AsyncConnection, organisation_id: str, endpoint_id
         return None
     secret = new_secret()
     row = (await conn.execute(update(webhook_endpoints).where(webhook_endpoints.c.id == endpoint_id).values(
-        secret=secret, previous_secret=current.secret, previous_secret_expires_at=now + overlap,
+        secret=cipher.seal_text(secret, secret_context(endpoint_id)), previous_secret=current.secret,
+        previous_secret_expires_at=now + overlap,
     ).returning(*webhook_endpoints.c))).one()
     return secret, _endpoint(row)
+
+
+@dataclass(frozen=True)
+class Resealed:
+    """What a re-seal did: values sealed again under the current key, values already under it, and the
+    rows holding a value no key of the ring opens (left as they are)."""
+
+    resealed: int
+    current: int
+    unreadable: list[str]
+
+
+async def reseal_secrets(conn: AsyncConnection, cipher: TokenCipher) -> Resealed:
+    """Seal every endpoint's signing secrets (current and previous) again under the ring's sealing key,
+    in the caller's transaction (rows locked); secrets stored in clear before sealing existed are sealed."""
+    rows = (await conn.execute(select(webhook_endpoints.c.id, webhook_endpoints.c.secret,
+                                      webhook_endpoints.c.previous_secret)
+                               .order_by(webhook_endpoints.c.id).with_for_update())).all()
+    resealed = current = 0
+    unreadable: list[str] = []
+    for row in rows:
+        values = {}
+        for column in ("secret", "previous_secret"):
+            stored = getattr(row, column)
+            if stored is None:
+                continue
+            if cipher.text_is_current(stored):
+                current += 1
+                continue
+            plain = open_secret(cipher, row.id, stored)
+            if plain is None:
+                unreadable.append(f"{row.id}.{column}")
+                continue
+            values[column] = cipher.seal_text(plain, secret_context(row.id))
+        if values:
+            await conn.execute(update(webhook_endpoints).where(webhook_endpoints.c.id == row.id)
+                               .values(**values))
+            resealed += len(values)
+    return Resealed(resealed, current, unreadable)

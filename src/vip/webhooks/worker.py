@@ -26,6 +26,7 @@ from vip import metrics
 from vip.clock import Clock
 from vip.config import WebhookConfig
 from vip.run_loop import run_steps
+from vip.token_cipher import TokenCipher
 from vip.webhooks import claims, fanout, outcomes, sender
 from vip.webhooks.claims import Job
 from vip.webhooks.listener import listen_for_events
@@ -41,8 +42,9 @@ OLDEST_EVERY_S = 5.0  # how often the oldest-undelivered gauge is refreshed
 
 class DeliveryWorker:
     def __init__(self, engine: AsyncEngine, clock: Clock, config: WebhookConfig,
-                 session: aiohttp.ClientSession | None = None) -> None:
+                 session: aiohttp.ClientSession | None = None, *, cipher: TokenCipher) -> None:
         self.engine = engine
+        self.cipher = cipher  # opens the endpoints' sealed signing secrets
         self.clock = clock
         self.config = config
         self._session = session
@@ -61,7 +63,7 @@ class DeliveryWorker:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = sender.new_session()
+            self._session = sender.new_session(guarded=not self.config.allow_http)
         return self._session
 
     async def fan_out(self) -> int:
@@ -85,12 +87,14 @@ class DeliveryWorker:
         # most PREFETCH - 1 time-outs.
         lease = timedelta(seconds=self.config.timeout_s * PREFETCH + self.config.lease_margin_s)
         return await claims.claim_due(self.engine, await self.clock.now(), limit=free,
-                                      per_endpoint=self._taken_cap(), held=self._taken, lease=lease)
+                                      per_endpoint=self._taken_cap(), held=self._taken, lease=lease,
+                                      cipher=self.cipher)
 
     async def attempt(self, job: Job) -> str:
         """POST the event once and record the outcome; returns delivered, retrying or failed."""
         attempted_at = await self.clock.now()
-        sent = await sender.send(self.session, job, attempted_at, self.config.timeout_s)
+        sent = await sender.send(self.session, job, attempted_at, self.config.timeout_s,
+                                 guarded=not self.config.allow_http)
         outcome, row = outcomes.settle(job, attempted_at, await self.clock.now(), sent)
         await self._outcomes.write(row)
         metrics.WEBHOOK_DELIVERIES.labels(job.event_type, outcome).inc()
