@@ -106,7 +106,7 @@ async def access(request: web.Request, handler) -> web.StreamResponse:
                     cache.put(secret_hash, principal)
             if principal is None:
                 auth_error = Unauthorized("unknown or revoked API key")
-        bucket, limit = ratelimit.bucket_for(request.path, principal and principal.key_id,
+        bucket, limit = ratelimit.bucket_for(request.path, principal,
                                              request.query.get("user_id"), _client(request), limits)
         decision = await ratelimit.count_request(conn, bucket, limit)
     request[RATE_HEADERS] = decision.headers()

@@ -181,3 +181,18 @@ def test_checked_keys_are_trusted_for_the_cache_period_only(monkeypatch):
     never = keys.PrincipalCache(ttl_s=0)
     never.put("hash-a", acme)
     assert never.get("hash-a") is None
+
+
+async def test_requests_refused_for_another_organisations_user_spend_only_their_own_budget(api):
+    user_id = await api.user("acme")
+    limit = api.settings.api.rate_limits.vip_report_per_user
+    globex = await api.headers("globex")
+    for _ in range(limit):
+        resp = await api.client.get(f"/v1/vip-report?user_id={user_id}", headers=globex)
+        assert resp.status == 404
+    resp = await api.client.get(f"/v1/vip-report?user_id={user_id}", headers=globex)
+    assert resp.status == 429  # globex spent its own budget for that user id
+    # Acme's budget for its own user is untouched: its first request is its first.
+    resp = await api.client.get(f"/v1/vip-report?user_id={user_id}", headers=await api.headers("acme"))
+    assert resp.status != 429
+    assert resp.headers["X-RateLimit-Remaining"] == str(limit - 1)
