@@ -4,6 +4,7 @@ cleanup context; the middleware pipeline; every route group."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -16,7 +17,7 @@ from vip.accounts import keys
 from vip.api import ratelimit
 from vip.api.context import CLOCK, ENGINE, HTTP, KEY_CACHE, SETTINGS, public
 from vip.api.jsonio import iso, json_response
-from vip.api.middleware import access, idempotency, request_context
+from vip.api.middleware import ApiRequest, access, idempotency, request_context
 from vip.api.routes import (
     admin,
     connections,
@@ -71,6 +72,10 @@ async def _prune_rate_limits(app: web.Application) -> None:
 
 def create_app(settings: Settings, database_url: str) -> web.Application:
     app = web.Application(middlewares=[request_context, access, idempotency], client_max_size=MAX_BODY_BYTES)
+    # Requests are built as ApiRequest, so that what the HTTP parser refuses (request lines and headers
+    # over aiohttp's limits) is answered in the spec's error body too: the request factory is the one
+    # place aiohttp lets an application see those requests.
+    app._make_request = functools.partial(app._make_request, _cls=ApiRequest)  # type: ignore[method-assign]
     app[SETTINGS] = settings
     app[KEY_CACHE] = keys.PrincipalCache(settings.api.key_cache_s)
 

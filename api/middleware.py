@@ -8,14 +8,14 @@ import re
 import secrets
 
 import structlog
-from aiohttp import web
+from aiohttp import hdrs, web
 from sqlalchemy import and_, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from vip.accounts import keys
 from vip.api import ratelimit
 from vip.api.context import ENGINE, KEY_CACHE, PRINCIPAL, RATE_HEADERS, REQUEST_ID, SETTINGS
-from vip.api.jsonio import json_response
+from vip.api.jsonio import dumps_bytes, json_response
 from vip.errors import (
     ApiError,
     Conflict,
@@ -43,14 +43,49 @@ def _render(request: web.Request, exc: ApiError) -> web.Response:
     return json_response(body, status=exc.status, headers=exc.headers)
 
 
+def _new_request_id() -> str:
+    return f"req_{secrets.token_hex(12)}"
+
+
+class ApiRequest(web.Request):
+    """The application's request class (installed by `create_app` as the request factory's class).
+
+    A request aiohttp cannot parse (a request line or header over its 8190-byte limits, bad syntax) is
+    answered by the server itself, before routing or any middleware, in plain text. Such a request is
+    never routed, so its refusal is recognised here, at the last moment before the headers are written,
+    and rewritten into the spec's error body with a request id."""
+
+    async def _prepare_hook(self, response: web.StreamResponse) -> None:
+        if (self._match_info is None and isinstance(response, web.Response) and response.status < 500
+                and response.content_type != "application/json"):
+            _as_error_body(response)
+        await super()._prepare_hook(response)
+
+
+def _as_error_body(response: web.Response) -> None:
+    reason = response.text or ""
+    too_long = "Got more than" in reason or "too long" in reason.lower()
+    detail = ("the request line or a header is longer than the server accepts (8190 bytes)" if too_long
+              else "not a valid HTTP/1.1 request")
+    request_id = _new_request_id()
+    body = dumps_bytes(error_body(ValidationFailed.code, "the request could not be read: " + detail,
+                                  {"request": detail}, request_id))
+    response.body = body
+    response.content_type = "application/json"
+    response.charset = "utf-8"
+    response.headers[hdrs.CONTENT_LENGTH] = str(len(body))
+    response.headers["X-Request-Id"] = request_id
+
+
 @web.middleware
 async def request_context(request: web.Request, handler) -> web.StreamResponse:
     """Request id on every response and log line; every error in the spec's body, never a trace."""
     incoming = request.headers.get("X-Request-Id", "")
-    request[REQUEST_ID] = incoming if _REQUEST_ID.match(incoming) else f"req_{secrets.token_hex(12)}"
+    request[REQUEST_ID] = incoming if _REQUEST_ID.match(incoming) else _new_request_id()
     structlog.contextvars.bind_contextvars(request_id=request[REQUEST_ID])
     try:
         try:
+            _refuse_nul(request)
             response = await handler(request)
         except ApiError as exc:
             response = _render(request, exc)
@@ -59,7 +94,9 @@ async def request_context(request: web.Request, handler) -> web.StreamResponse:
                 raise
             code = {404: NotFound.code, 405: "ERR_METHOD_NOT_ALLOWED", 413: "ERR_BODY_TOO_LARGE"}.get(
                 exc.status, "ERR_HTTP")
-            response = _render(request, ApiError(exc.reason, code=code, status=exc.status))
+            # A 405 names the methods the resource has (RFC 9110: Allow is required on a 405).
+            kept = {name: exc.headers[name] for name in (hdrs.ALLOW,) if name in exc.headers}
+            response = _render(request, ApiError(exc.reason, code=code, status=exc.status, headers=kept))
         except Exception:
             log.exception("unhandled error", method=request.method, path=request.path)
             response = _render(request, InternalError("an unexpected error occurred; it has been logged"))
@@ -69,6 +106,17 @@ async def request_context(request: web.Request, handler) -> web.StreamResponse:
         return response
     finally:
         structlog.contextvars.unbind_contextvars("request_id")
+
+
+def _refuse_nul(request: web.Request) -> None:
+    """A NUL anywhere in the path or the query is refused before any handler or store sees it (PostgreSQL
+    text cannot hold one)."""
+    if "\x00" in request.path:
+        raise ValidationFailed("the path may not contain NUL characters", {"path": "contains NUL"})
+    for name, value in request.query.items():
+        if "\x00" in name or "\x00" in value:
+            raise ValidationFailed("query parameters may not contain NUL characters",
+                                   {name.replace("\x00", "") or "query": "contains NUL"})
 
 
 def _client(request: web.Request) -> str:

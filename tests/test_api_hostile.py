@@ -1,0 +1,109 @@
+"""Hostile requests on real HTTP over loopback: deep or large JSON, NUL characters in paths and queries,
+oversized request lines and headers, 405s. Each is refused in the spec's error body, never a 500."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from tests.test_api_access import assert_error
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+async def test_deeply_nested_bodies_are_400_and_change_nothing(api):
+    headers = {**await api.headers(), "Content-Type": "application/json"}
+    bodies = [
+        ('{"metadata": {"a": ' + nested(5_000) + "}}", "/v1/users"),
+        (nested(100_000), "/v1/users"),
+        ('{"metadata": ' + '{"a": ' * 5_000 + "1" + "}" * 5_000 + "}", "/v1/users"),
+        ('{"user_id": "usr_x", "amount_usd": 10, "network": "local", "recipient_wallet": "0x'
+         + "1" * 40 + '", "metadata": {"loan_id": ' + nested(5_000) + "}}", "/v1/payment-intents"),
+    ]
+    for body, path in bodies:
+        resp = await api.client.post(path, data=body.encode(), headers=headers)
+        assert resp.status == 400, (path, body[:60], await resp.text())
+        payload = await resp.json()
+        assert_error(payload, "ERR_VALIDATION")
+        assert "body" in payload["error"]["details"]
+    # Nesting within the limit is still accepted.
+    resp = await api.client.post("/v1/users", data=json.dumps({"metadata": {"a": [[[[1]]]]}}).encode(),
+                                 headers=headers)
+    assert resp.status == 201
+    async with api.engine.connect() as conn:
+        assert (await conn.exec_driver_sql("select count(*) from users")).scalar() == 1
+        assert (await conn.exec_driver_sql("select count(*) from payment_intents")).scalar() == 0
+
+
+async def test_brackets_inside_strings_do_not_count_as_nesting(api):
+    body = json.dumps({"metadata": {"note": "[" * 10_000 + "{" * 10_000}})
+    resp = await api.client.post("/v1/users", data=body.encode(),
+                                 headers={**await api.headers(), "Content-Type": "application/json"})
+    assert resp.status == 201, await resp.text()
+
+
+async def test_nul_in_a_path_or_query_is_400(api):
+    headers = await api.headers()
+    user_id = await api.user()
+    for url in ["/v1/users/usr_%00x", f"/v1/users/{user_id}%00", "/v1/payment-intents/pi_%00",
+                f"/v1/vip-report?user_id={user_id}%00", "/v1/transactions?user_id=a%00b",
+                f"/v1/wallets?user_id={user_id}&network=%00", "/v1/users/usr_x?x=%00",
+                "/v1/events?type=%00", "/v1/nothing%00here"]:
+        resp = await api.client.get(url, headers=headers)
+        assert resp.status == 400, (url, await resp.text())
+        payload = await resp.json()
+        assert_error(payload, "ERR_VALIDATION")
+        assert resp.headers["X-Request-Id"] == payload["error"]["request_id"]
+    resp = await api.client.delete("/v1/webhook-endpoints/we_%00", headers=headers)
+    assert resp.status == 400
+
+
+async def raw_exchange(api, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send raw bytes to the server and read one HTTP/1.1 response (status, headers, body)."""
+    server = api.client.server
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {}
+        for line in lines[1:]:
+            if ":" in line:
+                name, value = line.split(":", 1)
+                headers[name.strip().lower()] = value.strip()
+        body = await asyncio.wait_for(reader.readexactly(int(headers.get("content-length", "0"))), 10)
+        return status, headers, body
+    finally:
+        writer.close()
+
+
+async def test_oversized_request_lines_and_headers_get_the_error_body(api):
+    host = f"Host: {api.client.server.host}\r\n"
+    cases = [
+        f"GET /v1/users/{'a' * 9000} HTTP/1.1\r\n{host}\r\n",
+        f"GET /v1/health?q={'a' * 9000} HTTP/1.1\r\n{host}\r\n",
+        f"GET /v1/health HTTP/1.1\r\n{host}X-Big: {'b' * 9000}\r\n\r\n",
+        f"GET /v1/health HTTP/1.1\r\n{host}{'X' * 9000}: b\r\n\r\n",
+    ]
+    for raw in cases:
+        status, headers, body = await raw_exchange(api, raw.encode())
+        assert status == 400, (raw[:40], body[:200])
+        assert headers["content-type"].startswith("application/json")
+        payload = json.loads(body)
+        assert_error(payload, "ERR_VALIDATION")
+        assert headers["x-request-id"] == payload["error"]["request_id"]
+
+
+async def test_405_answers_carry_allow_and_the_error_body(api):
+    headers = await api.headers()
+    for method, path, allowed in [("PUT", "/v1/users", {"POST"}), ("DELETE", "/v1/users/usr_x", {"GET"}),
+                                  ("PATCH", "/v1/transactions", {"GET", "HEAD"}),
+                                  ("GET", "/v1/charges", {"POST"})]:
+        resp = await api.client.request(method, path, headers=headers)
+        assert resp.status == 405, (method, path)
+        assert_error(await resp.json(), "ERR_METHOD_NOT_ALLOWED")
+        assert {m.strip() for m in resp.headers["Allow"].split(",")} >= allowed, resp.headers.get("Allow")
