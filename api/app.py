@@ -17,7 +17,7 @@ from vip.accounts import keys
 from vip.api import ratelimit
 from vip.api.context import CLOCK, ENGINE, HTTP, KEY_CACHE, SETTINGS, public
 from vip.api.jsonio import iso, json_response
-from vip.api.middleware import ApiRequest, access, idempotency, request_context
+from vip.api.middleware import MAX_BODY_BYTES, ApiRequest, access, idempotency, request_context
 from vip.api.routes import (
     admin,
     connections,
@@ -44,7 +44,6 @@ ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.rou
                 verification.routes,  # VIP report, risk score
                 webhooks.routes, events.routes,  # webhook endpoints, events and replay
                 dev_routes.routes)  # integrators' test clock (local networks only)
-MAX_BODY_BYTES = 1024 * 1024
 
 
 @public

@@ -35,6 +35,7 @@ log = structlog.get_logger(__name__)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{8,100}$")
 _BEARER = re.compile(r"^Bearer ([A-Za-z0-9_\-]{16,200})$")
 IDEMPOTENCY_TTL = "24 hours"
+MAX_BODY_BYTES = 1024 * 1024  # the application's client_max_size
 UNMETERED = ("/healthz", "/metrics")  # operational endpoints: scraped, never throttled
 
 
@@ -89,10 +90,15 @@ async def request_context(request: web.Request, handler) -> web.StreamResponse:
             response = await handler(request)
         except ApiError as exc:
             response = _render(request, exc)
+        except web.HTTPRequestEntityTooLarge:
+            # The body limit is a bad request like any other in the spec's table (which has no 413).
+            response = _render(request, ValidationFailed(
+                f"the body is larger than {MAX_BODY_BYTES} bytes",
+                {"body": f"larger than {MAX_BODY_BYTES} bytes"}, code="ERR_BODY_TOO_LARGE"))
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
-            code = {404: NotFound.code, 405: "ERR_METHOD_NOT_ALLOWED", 413: "ERR_BODY_TOO_LARGE"}.get(
+            code = {404: NotFound.code, 405: "ERR_METHOD_NOT_ALLOWED"}.get(
                 exc.status, "ERR_HTTP")
             # A 405 names the methods the resource has (RFC 9110: Allow is required on a 405).
             kept = {name: exc.headers[name] for name in (hdrs.ALLOW,) if name in exc.headers}

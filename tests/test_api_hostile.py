@@ -107,3 +107,15 @@ async def test_405_answers_carry_allow_and_the_error_body(api):
         assert resp.status == 405, (method, path)
         assert_error(await resp.json(), "ERR_METHOD_NOT_ALLOWED")
         assert {m.strip() for m in resp.headers["Allow"].split(",")} >= allowed, resp.headers.get("Allow")
+
+
+async def test_bodies_over_the_size_limit_are_refused_in_the_error_body(api):
+    body = json.dumps({"metadata": {"blob": "x" * (2 * 1024 * 1024)}}).encode()
+    resp = await api.client.post("/v1/users", data=body,
+                                 headers={**await api.headers(), "Content-Type": "application/json"})
+    assert resp.status == 400
+    payload = await resp.json()
+    assert_error(payload, "ERR_BODY_TOO_LARGE")
+    assert resp.headers["X-Request-Id"] == payload["error"]["request_id"]
+    async with api.engine.connect() as conn:
+        assert (await conn.exec_driver_sql("select count(*) from users")).scalar() == 0
