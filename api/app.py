@@ -85,8 +85,11 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
         app[CLOCK] = clock_for(settings)
         app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
         housekeeping = asyncio.create_task(_prune_rate_limits(app))
+        revocations = asyncio.create_task(keys.follow_revocations(app[ENGINE], app[KEY_CACHE]))
         yield
         housekeeping.cancel()
+        revocations.cancel()
+        await asyncio.gather(housekeeping, revocations, return_exceptions=True)
         await app[HTTP].close()
         clock = app[CLOCK]
         if isinstance(clock, ChainClock):

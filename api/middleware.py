@@ -155,9 +155,10 @@ async def access(request: web.Request, handler) -> web.StreamResponse:
             secret_hash = keys.hash_secret(match.group(1))
             principal = cache.get(secret_hash)
             if principal is None:
+                generation = cache.generation
                 principal = await keys.authenticate(conn, match.group(1))
                 if principal is not None:
-                    cache.put(secret_hash, principal)
+                    cache.put(secret_hash, principal, generation)
             if principal is None:
                 auth_error = Unauthorized("unknown or revoked API key")
         bucket, limit = ratelimit.bucket_for(request.path, principal,
