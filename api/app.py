@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from vip.accounts import keys
 from vip.api import ratelimit
-from vip.api.context import CLOCK, ENGINE, HTTP, KEY_CACHE, SETTINGS, public
+from vip.api.context import CLAIMS, CLOCK, ENGINE, HTTP, KEY_CACHE, SETTINGS, public
 from vip.api.jsonio import iso, json_response
 from vip.api.middleware import MAX_BODY_BYTES, ApiRequest, access, idempotency, request_context
 from vip.api.routes import (
@@ -82,6 +82,7 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
         # No pre-ping: it costs a round trip per checkout on every request. A connection the server
         # dropped fails one request, and SQLAlchemy then discards the whole pool (see docs/operations.md).
         app[ENGINE] = create_engine(database_url, pre_ping=False)
+        app[CLAIMS] = create_engine(database_url, pool_size=5, pre_ping=False)
         app[CLOCK] = clock_for(settings)
         app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
         housekeeping = asyncio.create_task(_prune_rate_limits(app))
@@ -95,6 +96,7 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
         if isinstance(clock, ChainClock):
             await clock.close()
         await app[ENGINE].dispose()
+        await app[CLAIMS].dispose()
 
     app.cleanup_ctx.append(resources)
     app.cleanup_ctx.append(payments.disbursement_resources)  # after `resources`: needs the engine and clock

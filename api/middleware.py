@@ -9,12 +9,15 @@ import secrets
 
 import structlog
 from aiohttp import hdrs, web
-from sqlalchemy import and_, delete, func, select, text, update
+from psycopg.errors import LockNotAvailable
+from sqlalchemy import and_, delete, func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncTransaction
 
 from vip.accounts import keys
 from vip.api import ratelimit
-from vip.api.context import ENGINE, KEY_CACHE, PRINCIPAL, RATE_HEADERS, REQUEST_ID, SETTINGS
+from vip.api.context import CLAIMS, ENGINE, KEY_CACHE, PRINCIPAL, RATE_HEADERS, REQUEST_ID, SETTINGS
 from vip.api.jsonio import dumps_bytes, json_response
 from vip.errors import (
     ApiError,
@@ -184,62 +187,82 @@ def _request_hash(request: web.Request, body: bytes) -> str:
     return digest.hexdigest()
 
 
+IN_PROGRESS_WAIT = "200ms"  # how long a second request waits for the first one's claim before its 409
+
+
+def _in_progress(key: str) -> Conflict:
+    return Conflict("a request with this Idempotency-Key is still in progress; retry shortly",
+                    {"Idempotency-Key": key}, code="ERR_IDEMPOTENCY_IN_PROGRESS")
+
+
 @web.middleware
 async def idempotency(request: web.Request, handler) -> web.StreamResponse:
     """Idempotency-Key on a POST: the same key and request within 24 h gets the first response again;
-    the same key with another request is 409."""
+    the same key with another request is 409.
+
+    The claim is a row inserted in a transaction that stays open while the request runs, on a connection
+    of its own (the claims pool, so that a claim never waits for the connection its own handler needs).
+    The response is written into the row and committed with it; a 5xx or an exception rolls it back. So a
+    claim lives exactly as long as its request: a process killed mid-request takes its transaction with
+    it and PostgreSQL drops the claim, and the next attempt runs afresh instead of meeting a claim for a
+    day. A second request with the key while the first runs waits `IN_PROGRESS_WAIT` on the row, then
+    gets 409 `ERR_IDEMPOTENCY_IN_PROGRESS` (or, if the first finished meanwhile, its response)."""
     key = request.headers.get("Idempotency-Key")
     if request.method != "POST" or key is None or PRINCIPAL not in request:
         return await handler(request)
     if not 1 <= len(key) <= 255:
         raise ValidationFailed("Idempotency-Key must be 1 to 255 characters", {"Idempotency-Key": key[:50]})
+    if "\x00" in key:
+        raise ValidationFailed("Idempotency-Key may not contain NUL characters", {"Idempotency-Key": "NUL"})
     key_id = request[PRINCIPAL].key_id
     request_hash = _request_hash(request, await request.read())
-    engine = request.app[ENGINE]
     this_key = and_(idempotency_keys.c.api_key_id == key_id, idempotency_keys.c.key == key)
-    async with engine.begin() as conn:
-        await conn.execute(delete(idempotency_keys).where(
-            this_key, idempotency_keys.c.created_at < func.now() - text(f"interval '{IDEMPOTENCY_TTL}'")))
-        claimed = await conn.scalar(pg_insert(idempotency_keys).values(
-            api_key_id=key_id, key=key, request_hash=request_hash,
-        ).on_conflict_do_nothing().returning(idempotency_keys.c.key))
-        existing = None if claimed else (await conn.execute(select(idempotency_keys).where(this_key))).one()
-    if existing is not None:
-        if existing.request_hash != request_hash:
-            raise Conflict("this Idempotency-Key was used with a different request",
-                           {"Idempotency-Key": key}, code="ERR_IDEMPOTENCY_KEY_REUSED")
-        if existing.status_code is None:
-            raise Conflict("a request with this Idempotency-Key is still in progress; retry shortly",
-                           {"Idempotency-Key": key}, code="ERR_IDEMPOTENCY_IN_PROGRESS")
-        return web.Response(text=existing.response_body, status=existing.status_code,
-                            content_type="application/json", headers={"Idempotent-Replayed": "true"})
-    try:
-        response = await handler(request)
-    except ApiError as exc:
-        if exc.status >= 500:
-            await _release(engine, this_key)
+    async with request.app[CLAIMS].connect() as conn:
+        claim = await conn.begin()
+        try:
+            await conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{IN_PROGRESS_WAIT}'")
+            # Expired, or left without an answer by a version that committed claims before the request.
+            await conn.execute(delete(idempotency_keys).where(this_key, or_(
+                idempotency_keys.c.status_code.is_(None),
+                idempotency_keys.c.created_at < func.now() - text(f"interval '{IDEMPOTENCY_TTL}'"))))
+            claimed = await conn.scalar(pg_insert(idempotency_keys).values(
+                api_key_id=key_id, key=key, request_hash=request_hash,
+            ).on_conflict_do_nothing().returning(idempotency_keys.c.key))
+            existing = None if claimed else (
+                await conn.execute(select(idempotency_keys).where(this_key))).one()
+        except OperationalError as exc:
+            await claim.rollback()
+            if isinstance(exc.orig, LockNotAvailable):  # the first request's claim is still open
+                raise _in_progress(key) from None
             raise
-        # A refused request is remembered too: the same request gets the same refusal.
-        rendered = _render(request, exc)
-        await _remember(engine, this_key, rendered)
-        return rendered
-    except BaseException:
-        await _release(engine, this_key)
-        raise
-    if isinstance(response, web.Response) and response.status < 500:
-        await _remember(engine, this_key, response)
-    else:
-        await _release(engine, this_key)
-    return response
+        if existing is not None:
+            await claim.rollback()
+            if existing.request_hash != request_hash:
+                raise Conflict("this Idempotency-Key was used with a different request",
+                               {"Idempotency-Key": key}, code="ERR_IDEMPOTENCY_KEY_REUSED")
+            return web.Response(text=existing.response_body, status=existing.status_code,
+                                content_type="application/json", headers={"Idempotent-Replayed": "true"})
+        try:
+            response = await handler(request)
+        except ApiError as exc:
+            if exc.status >= 500:
+                await claim.rollback()
+                raise
+            # A refused request is remembered too: the same request gets the same refusal.
+            rendered = _render(request, exc)
+            await _remember(conn, claim, this_key, rendered)
+            return rendered
+        except BaseException:
+            await claim.rollback()
+            raise
+        if isinstance(response, web.Response) and response.status < 500:
+            await _remember(conn, claim, this_key, response)
+        else:
+            await claim.rollback()
+        return response
 
 
-async def _remember(engine, this_key, response: web.Response) -> None:
-    async with engine.begin() as conn:
-        await conn.execute(update(idempotency_keys).where(this_key).values(
-            status_code=response.status, response_body=response.text))
-
-
-async def _release(engine, this_key) -> None:
-    async with engine.begin() as conn:
-        await conn.execute(delete(idempotency_keys).where(this_key))
-
+async def _remember(conn: AsyncConnection, claim: AsyncTransaction, this_key, response: web.Response) -> None:
+    await conn.execute(update(idempotency_keys).where(this_key).values(
+        status_code=response.status, response_body=response.text))
+    await claim.commit()
