@@ -103,7 +103,8 @@ PATHS.update({
             query_param("to_date", {"type": "string"}, description="ISO 8601 date or date-time"),
             query_param("include_filtered", {"type": "boolean"}),
             query_param("limit", {"type": "integer", "minimum": 1, "maximum": 200}),
-            query_param("cursor", {"type": "string"}, description="pagination.cursor of the previous page"),
+            query_param("cursor", {"type": "string", "minLength": 1, "maxLength": 400},
+                        description="pagination.cursor of the previous page"),
         ])},
 })
 
@@ -212,12 +213,14 @@ PATHS.update({
             "200": ok_response("A page of events", {"type": "object", "properties": {
                 "events": {"type": "array", "items": ref("Event")}, "pagination": ref("Pagination")},
                 "required": ["events", "pagination"]})}, tag="Webhooks", parameters=[
-            query_param("type", {"type": "string"}, description="Only events of this type"),
+            query_param("type", {"type": "string", "minLength": 1, "maxLength": 100},
+                        description="Only events of this type"),
             query_param("created_from", TIMESTAMP, description="created_at at or after (UTC if no offset)"),
             query_param("created_to", TIMESTAMP, description="created_at before (UTC if no offset)"),
             query_param("delivery_status", {"enum": ["pending", "delivered", "failed", "none"]}),
             query_param("limit", {"type": "integer", "minimum": 1, "maximum": 200}, description="default 50"),
-            query_param("cursor", {"type": "string"}, description="pagination.cursor of the previous page"),
+            query_param("cursor", {"type": "string", "minLength": 1, "maxLength": 100},
+                        description="pagination.cursor of the previous page"),
         ])},
     "/v1/events/{event_id}": {"get": operation(
         "An event with its deliveries and every attempt", "admin", {

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+from jsonschema import Draft202012Validator
+
 from tests.test_api_access import assert_error
 
 
@@ -119,3 +121,19 @@ async def test_bodies_over_the_size_limit_are_refused_in_the_error_body(api):
     assert resp.headers["X-Request-Id"] == payload["error"]["request_id"]
     async with api.engine.connect() as conn:
         assert (await conn.exec_driver_sql("select count(*) from users")).scalar() == 0
+
+
+async def test_the_document_refuses_what_the_validators_refuse(api):
+    doc = await (await api.client.get("/v1/openapi.json")).json()
+    currency = Draft202012Validator(doc["components"]["schemas"]["DirectData"]["properties"]["currency"])
+    assert not currency.is_valid("00") and not currency.is_valid("1USD")
+    assert currency.is_valid("USDC") and currency.is_valid("usd")
+    for path in ("/v1/transactions", "/v1/events"):
+        [cursor] = [p for p in doc["paths"][path]["get"]["parameters"] if p["name"] == "cursor"]
+        assert not Draft202012Validator(cursor["schema"]).is_valid("")
+    # And the API refuses what the document refuses.
+    headers = await api.headers()
+    for url in ["/v1/transactions?user_id=usr_x&cursor=", "/v1/events?cursor="]:
+        resp = await api.client.get(url, headers=headers)
+        assert resp.status == 400, url
+        assert_error(await resp.json(), "ERR_VALIDATION")

@@ -52,7 +52,10 @@ Day = Annotated[dt.date, PlainValidator(check_day), WithJsonSchema({"type": "str
 Amount = Annotated[Any, PlainValidator(check_amount), WithJsonSchema({
     "type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1000000000000000,
     "description": "Exact decimal with at most 6 decimal places, as a JSON number (not a string)"})]
-Currency = Annotated[str, Field(min_length=2, max_length=10), AfterValidator(check_currency)]
+Currency = Annotated[str, Field(min_length=2, max_length=10, pattern=r"^\s*[A-Za-z][A-Za-z0-9]{1,9}\s*$",
+                                 description="A currency code: a letter, then 1 to 9 letters or digits "
+                                             "(e.g. USD, USDC); stored upper-case"),
+                     AfterValidator(check_currency)]
 Reference = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(check_reference)]
 SourceType = Literal["payroll", "neobank_account", "exchange_account", "payment_platform", "digital_wallet"]
 
