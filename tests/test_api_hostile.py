@@ -131,6 +131,13 @@ async def test_the_document_refuses_what_the_validators_refuse(api):
     for path in ("/v1/transactions", "/v1/events"):
         [cursor] = [p for p in doc["paths"][path]["get"]["parameters"] if p["name"] == "cursor"]
         assert not Draft202012Validator(cursor["schema"]).is_valid("")
+    scopes = Draft202012Validator(doc["components"]["schemas"]["CreateKey"]["properties"]["scopes"])
+    assert not scopes.is_valid(["root"]) and scopes.is_valid(["read", "admin"])
+    [idempotency] = [p for p in doc["paths"]["/v1/users"]["post"]["parameters"]
+                     if p["name"] == "Idempotency-Key"]
+    assert not Draft202012Validator(idempotency["schema"]).is_valid("")
+    dates = [p for p in doc["paths"]["/v1/transactions"]["get"]["parameters"] if p["name"].endswith("_date")]
+    assert all(not Draft202012Validator(p["schema"]).is_valid("") for p in dates) and len(dates) == 2
     # And the API refuses what the document refuses.
     headers = await api.headers()
     for url in ["/v1/transactions?user_id=usr_x&cursor=", "/v1/events?cursor="]:

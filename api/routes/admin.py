@@ -16,7 +16,7 @@ routes = web.RouteTableDef()
 
 
 class CreateKey(Body):
-    scopes: list[str] = Field(min_length=1)
+    scopes: list[str] = Field(min_length=1, json_schema_extra={"items": {"enum": list(keys.SCOPES)}})
     description: str | None = Field(default=None, max_length=200)
 
     @field_validator("scopes")

@@ -50,7 +50,7 @@ MAX_RECORDS_PER_PUSH = 5000
 
 Day = Annotated[dt.date, PlainValidator(check_day), WithJsonSchema({"type": "string", "format": "date"})]
 Amount = Annotated[Any, PlainValidator(check_amount), WithJsonSchema({
-    "type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1000000000000000,
+    "type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1000000000000000, "multipleOf": 0.000001,
     "description": "Exact decimal with at most 6 decimal places, as a JSON number (not a string)"})]
 Currency = Annotated[str, Field(min_length=2, max_length=10, pattern=r"^\s*[A-Za-z][A-Za-z0-9]{1,9}\s*$",
                                  description="A currency code: a letter, then 1 to 9 letters or digits "
