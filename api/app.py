@@ -82,7 +82,7 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
         # No pre-ping: it costs a round trip per checkout on every request. A connection the server
         # dropped fails one request, and SQLAlchemy then discards the whole pool (see docs/operations.md).
         app[ENGINE] = create_engine(database_url, pre_ping=False)
-        app[CLAIMS] = create_engine(database_url, pool_size=5, pre_ping=False)
+        app[CLAIMS] = create_engine(database_url, pool_size=10, pre_ping=False)
         app[CLOCK] = clock_for(settings)
         app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
         housekeeping = asyncio.create_task(_prune_rate_limits(app))
