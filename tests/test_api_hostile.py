@@ -144,3 +144,21 @@ async def test_the_document_refuses_what_the_validators_refuse(api):
         resp = await api.client.get(url, headers=headers)
         assert resp.status == 400, url
         assert_error(await resp.json(), "ERR_VALIDATION")
+
+
+async def test_nul_in_a_header_is_400_in_the_error_body(api):
+    secret = await api.key()
+    user_id = await api.user()
+    host = f"Host: {api.client.server.host}\r\n"
+    for header in [f"X-User-Id: {user_id}\x00", f"X-User-Id: \x00{user_id}", "Idempotency-Key: a\x00b",
+                   "X-Request-Id: abcdefgh\x00"]:
+        raw = (f"GET /v1/connect/wallet/nonce HTTP/1.1\r\n{host}Authorization: Bearer {secret}\r\n"
+               f"X-User-Id: {user_id}\r\n{header}\r\n\r\n")
+        if header.startswith("X-User-Id"):
+            raw = raw.replace(f"X-User-Id: {user_id}\r\n", "", 1)
+        status, headers, body = await raw_exchange(api, raw.encode())
+        assert status == 400, (header, status, body[:300])  # the HTTP parser refuses NUL in a header
+        assert headers["content-type"].startswith("application/json"), header
+        payload = json.loads(body)
+        assert_error(payload, "ERR_VALIDATION")
+        assert headers["x-request-id"] == payload["error"]["request_id"]
