@@ -14,6 +14,9 @@ M = TypeVar("M", bound=BaseModel)
 # How deep a request body may nest (the body object itself is level 1). Deeper JSON is refused before any
 # of it is walked: validators, the NUL scan, the encoder and jsonb all recurse.
 MAX_JSON_DEPTH = 32
+# The pattern of a required text field: surrounding whitespace is stripped before length checks, so a
+# blank value is refused; the pattern says so in the document.
+NOT_BLANK = r"\S"
 
 
 class Body(BaseModel):
