@@ -4,6 +4,7 @@ cleanup context; the middleware pipeline; every route group."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 from collections.abc import AsyncIterator
 
@@ -15,9 +16,9 @@ from sqlalchemy import text
 
 from vip.accounts import keys
 from vip.api import ratelimit
-from vip.api.context import CLOCK, ENGINE, HTTP, KEY_CACHE, SETTINGS, public
+from vip.api.context import CLAIMS, CLOCK, ENGINE, HTTP, KEY_CACHE, SETTINGS, public
 from vip.api.jsonio import iso, json_response
-from vip.api.middleware import access, idempotency, request_context
+from vip.api.middleware import MAX_BODY_BYTES, ApiRequest, access, idempotency, request_context
 from vip.api.routes import (
     admin,
     connections,
@@ -46,7 +47,6 @@ ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.rou
                 verification.routes,  # VIP report, risk score
                 webhooks.routes, events.routes,  # webhook endpoints, events and replay
                 dev_routes.routes)  # integrators' test clock (local networks only)
-MAX_BODY_BYTES = 1024 * 1024
 
 
 @public
@@ -100,6 +100,10 @@ async def _prune_rate_limits(app: web.Application) -> None:
 
 def create_app(settings: Settings, database_url: str) -> web.Application:
     app = web.Application(middlewares=[request_context, access, idempotency], client_max_size=MAX_BODY_BYTES)
+    # Requests are built as ApiRequest, so that what the HTTP parser refuses (request lines and headers
+    # over aiohttp's limits) is answered in the spec's error body too: the request factory is the one
+    # place aiohttp lets an application see those requests.
+    app._make_request = functools.partial(app._make_request, _cls=ApiRequest)  # type: ignore[method-assign]
     app[SETTINGS] = settings
     app[KEY_CACHE] = keys.PrincipalCache(settings.api.key_cache_s)
 
@@ -107,16 +111,21 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
         # No pre-ping: it costs a round trip per checkout on every request. A connection the server
         # dropped fails one request, and SQLAlchemy then discards the whole pool (see docs/operations.md).
         app[ENGINE] = create_engine(database_url, pre_ping=False)
+        app[CLAIMS] = create_engine(database_url, pool_size=10, pre_ping=False)
         app[CLOCK] = clock_for(settings)
         app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
         housekeeping = asyncio.create_task(_prune_rate_limits(app))
+        revocations = asyncio.create_task(keys.follow_revocations(app[ENGINE], app[KEY_CACHE]))
         yield
         housekeeping.cancel()
+        revocations.cancel()
+        await asyncio.gather(housekeeping, revocations, return_exceptions=True)
         await app[HTTP].close()
         clock = app[CLOCK]
         if isinstance(clock, ChainClock):
             await clock.close()
         await app[ENGINE].dispose()
+        await app[CLAIMS].dispose()
 
     app.cleanup_ctx.append(resources)
     app.cleanup_ctx.append(payments.disbursement_resources)  # after `resources`: needs the engine and clock

@@ -11,6 +11,7 @@ from vip.config import Settings
 
 SETTINGS = web.AppKey("settings", Settings)
 ENGINE = web.AppKey("engine", AsyncEngine)
+CLAIMS = web.AppKey("claims", AsyncEngine)  # Idempotency-Key claims: a connection held per request
 CLOCK = web.AppKey("clock", Clock)
 HTTP = web.AppKey("http", ClientSession)  # outbound HTTP (platform OAuth and data pulls)
 KEY_CACHE = web.AppKey("key_cache", PrincipalCache)

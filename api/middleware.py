@@ -8,14 +8,17 @@ import re
 import secrets
 
 import structlog
-from aiohttp import web
-from sqlalchemy import and_, delete, func, select, text, update
+from aiohttp import hdrs, web
+from psycopg.errors import LockNotAvailable
+from sqlalchemy import and_, delete, func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncTransaction
 
 from vip.accounts import keys
 from vip.api import ratelimit
-from vip.api.context import ENGINE, KEY_CACHE, PRINCIPAL, RATE_HEADERS, REQUEST_ID, SETTINGS
-from vip.api.jsonio import json_response
+from vip.api.context import CLAIMS, ENGINE, KEY_CACHE, PRINCIPAL, RATE_HEADERS, REQUEST_ID, SETTINGS
+from vip.api.jsonio import dumps_bytes, json_response
 from vip.errors import (
     ApiError,
     Conflict,
@@ -35,6 +38,7 @@ log = structlog.get_logger(__name__)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{8,100}$")
 _BEARER = re.compile(r"^Bearer ([A-Za-z0-9_\-]{16,200})$")
 IDEMPOTENCY_TTL = "24 hours"
+MAX_BODY_BYTES = 1024 * 1024  # the application's client_max_size
 UNMETERED = ("/healthz", "/metrics")  # operational endpoints: scraped, never throttled
 
 
@@ -43,23 +47,65 @@ def _render(request: web.Request, exc: ApiError) -> web.Response:
     return json_response(body, status=exc.status, headers=exc.headers)
 
 
+def _new_request_id() -> str:
+    return f"req_{secrets.token_hex(12)}"
+
+
+class ApiRequest(web.Request):
+    """The application's request class (installed by `create_app` as the request factory's class).
+
+    A request aiohttp cannot parse (a request line or header over its 8190-byte limits, bad syntax) is
+    answered by the server itself, before routing or any middleware, in plain text. Such a request is
+    never routed, so its refusal is recognised here, at the last moment before the headers are written,
+    and rewritten into the spec's error body with a request id."""
+
+    async def _prepare_hook(self, response: web.StreamResponse) -> None:
+        if (self._match_info is None and isinstance(response, web.Response) and response.status < 500
+                and response.content_type != "application/json"):
+            _as_error_body(response)
+        await super()._prepare_hook(response)
+
+
+def _as_error_body(response: web.Response) -> None:
+    reason = response.text or ""
+    too_long = "Got more than" in reason or "too long" in reason.lower()
+    detail = ("the request line or a header is longer than the server accepts (8190 bytes)" if too_long
+              else "not a valid HTTP/1.1 request")
+    request_id = _new_request_id()
+    body = dumps_bytes(error_body(ValidationFailed.code, "the request could not be read: " + detail,
+                                  {"request": detail}, request_id))
+    response.body = body
+    response.content_type = "application/json"
+    response.charset = "utf-8"
+    response.headers[hdrs.CONTENT_LENGTH] = str(len(body))
+    response.headers["X-Request-Id"] = request_id
+
+
 @web.middleware
 async def request_context(request: web.Request, handler) -> web.StreamResponse:
     """Request id on every response and log line; every error in the spec's body, never a trace."""
     incoming = request.headers.get("X-Request-Id", "")
-    request[REQUEST_ID] = incoming if _REQUEST_ID.match(incoming) else f"req_{secrets.token_hex(12)}"
+    request[REQUEST_ID] = incoming if _REQUEST_ID.match(incoming) else _new_request_id()
     structlog.contextvars.bind_contextvars(request_id=request[REQUEST_ID])
     try:
         try:
+            _refuse_nul(request)
             response = await handler(request)
         except ApiError as exc:
             response = _render(request, exc)
+        except web.HTTPRequestEntityTooLarge:
+            # The body limit is a bad request like any other in the spec's table (which has no 413).
+            response = _render(request, ValidationFailed(
+                f"the body is larger than {MAX_BODY_BYTES} bytes",
+                {"body": f"larger than {MAX_BODY_BYTES} bytes"}, code="ERR_BODY_TOO_LARGE"))
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
-            code = {404: NotFound.code, 405: "ERR_METHOD_NOT_ALLOWED", 413: "ERR_BODY_TOO_LARGE"}.get(
+            code = {404: NotFound.code, 405: "ERR_METHOD_NOT_ALLOWED"}.get(
                 exc.status, "ERR_HTTP")
-            response = _render(request, ApiError(exc.reason, code=code, status=exc.status))
+            # A 405 names the methods the resource has (RFC 9110: Allow is required on a 405).
+            kept = {name: exc.headers[name] for name in (hdrs.ALLOW,) if name in exc.headers}
+            response = _render(request, ApiError(exc.reason, code=code, status=exc.status, headers=kept))
         except Exception:
             log.exception("unhandled error", method=request.method, path=request.path)
             response = _render(request, InternalError("an unexpected error occurred; it has been logged"))
@@ -69,6 +115,17 @@ async def request_context(request: web.Request, handler) -> web.StreamResponse:
         return response
     finally:
         structlog.contextvars.unbind_contextvars("request_id")
+
+
+def _refuse_nul(request: web.Request) -> None:
+    """A NUL anywhere in the path or the query is refused before any handler or store sees it (PostgreSQL
+    text cannot hold one)."""
+    if "\x00" in request.path:
+        raise ValidationFailed("the path may not contain NUL characters", {"path": "contains NUL"})
+    for name, value in request.query.items():
+        if "\x00" in name or "\x00" in value:
+            raise ValidationFailed("query parameters may not contain NUL characters",
+                                   {name.replace("\x00", "") or "query": "contains NUL"})
 
 
 def _client(request: web.Request) -> str:
@@ -101,12 +158,13 @@ async def access(request: web.Request, handler) -> web.StreamResponse:
             secret_hash = keys.hash_secret(match.group(1))
             principal = cache.get(secret_hash)
             if principal is None:
+                generation = cache.generation
                 principal = await keys.authenticate(conn, match.group(1))
                 if principal is not None:
-                    cache.put(secret_hash, principal)
+                    cache.put(secret_hash, principal, generation)
             if principal is None:
                 auth_error = Unauthorized("unknown or revoked API key")
-        bucket, limit = ratelimit.bucket_for(request.path, principal and principal.key_id,
+        bucket, limit = ratelimit.bucket_for(request.path, principal,
                                              request.query.get("user_id"), _client(request), limits)
         decision = await ratelimit.count_request(conn, bucket, limit)
     request[RATE_HEADERS] = decision.headers()
@@ -129,62 +187,82 @@ def _request_hash(request: web.Request, body: bytes) -> str:
     return digest.hexdigest()
 
 
+IN_PROGRESS_WAIT = "200ms"  # how long a second request waits for the first one's claim before its 409
+
+
+def _in_progress(key: str) -> Conflict:
+    return Conflict("a request with this Idempotency-Key is still in progress; retry shortly",
+                    {"Idempotency-Key": key}, code="ERR_IDEMPOTENCY_IN_PROGRESS")
+
+
 @web.middleware
 async def idempotency(request: web.Request, handler) -> web.StreamResponse:
     """Idempotency-Key on a POST: the same key and request within 24 h gets the first response again;
-    the same key with another request is 409."""
+    the same key with another request is 409.
+
+    The claim is a row inserted in a transaction that stays open while the request runs, on a connection
+    of its own (the claims pool, so that a claim never waits for the connection its own handler needs).
+    The response is written into the row and committed with it; a 5xx or an exception rolls it back. So a
+    claim lives exactly as long as its request: a process killed mid-request takes its transaction with
+    it and PostgreSQL drops the claim, and the next attempt runs afresh instead of meeting a claim for a
+    day. A second request with the key while the first runs waits `IN_PROGRESS_WAIT` on the row, then
+    gets 409 `ERR_IDEMPOTENCY_IN_PROGRESS` (or, if the first finished meanwhile, its response)."""
     key = request.headers.get("Idempotency-Key")
     if request.method != "POST" or key is None or PRINCIPAL not in request:
         return await handler(request)
     if not 1 <= len(key) <= 255:
         raise ValidationFailed("Idempotency-Key must be 1 to 255 characters", {"Idempotency-Key": key[:50]})
+    if "\x00" in key:
+        raise ValidationFailed("Idempotency-Key may not contain NUL characters", {"Idempotency-Key": "NUL"})
     key_id = request[PRINCIPAL].key_id
     request_hash = _request_hash(request, await request.read())
-    engine = request.app[ENGINE]
     this_key = and_(idempotency_keys.c.api_key_id == key_id, idempotency_keys.c.key == key)
-    async with engine.begin() as conn:
-        await conn.execute(delete(idempotency_keys).where(
-            this_key, idempotency_keys.c.created_at < func.now() - text(f"interval '{IDEMPOTENCY_TTL}'")))
-        claimed = await conn.scalar(pg_insert(idempotency_keys).values(
-            api_key_id=key_id, key=key, request_hash=request_hash,
-        ).on_conflict_do_nothing().returning(idempotency_keys.c.key))
-        existing = None if claimed else (await conn.execute(select(idempotency_keys).where(this_key))).one()
-    if existing is not None:
-        if existing.request_hash != request_hash:
-            raise Conflict("this Idempotency-Key was used with a different request",
-                           {"Idempotency-Key": key}, code="ERR_IDEMPOTENCY_KEY_REUSED")
-        if existing.status_code is None:
-            raise Conflict("a request with this Idempotency-Key is still in progress; retry shortly",
-                           {"Idempotency-Key": key}, code="ERR_IDEMPOTENCY_IN_PROGRESS")
-        return web.Response(text=existing.response_body, status=existing.status_code,
-                            content_type="application/json", headers={"Idempotent-Replayed": "true"})
-    try:
-        response = await handler(request)
-    except ApiError as exc:
-        if exc.status >= 500:
-            await _release(engine, this_key)
+    async with request.app[CLAIMS].connect() as conn:
+        claim = await conn.begin()
+        try:
+            await conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{IN_PROGRESS_WAIT}'")
+            # Expired, or left without an answer by a version that committed claims before the request.
+            await conn.execute(delete(idempotency_keys).where(this_key, or_(
+                idempotency_keys.c.status_code.is_(None),
+                idempotency_keys.c.created_at < func.now() - text(f"interval '{IDEMPOTENCY_TTL}'"))))
+            claimed = await conn.scalar(pg_insert(idempotency_keys).values(
+                api_key_id=key_id, key=key, request_hash=request_hash,
+            ).on_conflict_do_nothing().returning(idempotency_keys.c.key))
+            existing = None if claimed else (
+                await conn.execute(select(idempotency_keys).where(this_key))).one()
+        except OperationalError as exc:
+            await claim.rollback()
+            if isinstance(exc.orig, LockNotAvailable):  # the first request's claim is still open
+                raise _in_progress(key) from None
             raise
-        # A refused request is remembered too: the same request gets the same refusal.
-        rendered = _render(request, exc)
-        await _remember(engine, this_key, rendered)
-        return rendered
-    except BaseException:
-        await _release(engine, this_key)
-        raise
-    if isinstance(response, web.Response) and response.status < 500:
-        await _remember(engine, this_key, response)
-    else:
-        await _release(engine, this_key)
-    return response
+        if existing is not None:
+            await claim.rollback()
+            if existing.request_hash != request_hash:
+                raise Conflict("this Idempotency-Key was used with a different request",
+                               {"Idempotency-Key": key}, code="ERR_IDEMPOTENCY_KEY_REUSED")
+            return web.Response(text=existing.response_body, status=existing.status_code,
+                                content_type="application/json", headers={"Idempotent-Replayed": "true"})
+        try:
+            response = await handler(request)
+        except ApiError as exc:
+            if exc.status >= 500:
+                await claim.rollback()
+                raise
+            # A refused request is remembered too: the same request gets the same refusal.
+            rendered = _render(request, exc)
+            await _remember(conn, claim, this_key, rendered)
+            return rendered
+        except BaseException:
+            await claim.rollback()
+            raise
+        if isinstance(response, web.Response) and response.status < 500:
+            await _remember(conn, claim, this_key, response)
+        else:
+            await claim.rollback()
+        return response
 
 
-async def _remember(engine, this_key, response: web.Response) -> None:
-    async with engine.begin() as conn:
-        await conn.execute(update(idempotency_keys).where(this_key).values(
-            status_code=response.status, response_body=response.text))
-
-
-async def _release(engine, this_key) -> None:
-    async with engine.begin() as conn:
-        await conn.execute(delete(idempotency_keys).where(this_key))
-
+async def _remember(conn: AsyncConnection, claim: AsyncTransaction, this_key, response: web.Response) -> None:
+    await conn.execute(update(idempotency_keys).where(this_key).values(
+        status_code=response.status, response_body=response.text))
+    await claim.commit()

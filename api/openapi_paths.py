@@ -7,6 +7,7 @@ from vip.api.routes import admin, funding_wallets, payments, platforms, users, w
 from vip.api.routes import dev as dev_routes
 
 USER_ID = {"type": "string", "minLength": 1}
+ISO_DATE_OR_TIME = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}"}  # YYYY-MM-DD, then optionally a time
 CONNECTION_BODY = {"type": "object", "properties": {"connection": ref("Connection")},
                    "required": ["connection"]}
 
@@ -85,7 +86,8 @@ PATHS.update({
                                          "wallets": {"type": "array", "items": ref("Wallet")}},
                                          "required": ["wallets"]})}, errors=("404",),
                                      parameters=[query_param("user_id", USER_ID, True),
-                                                 query_param("network", {"type": "string"})], tag="Wallets")},
+                                                 query_param("network", {"type": "string", "minLength": 1})],
+        tag="Wallets")},
     "/v1/transactions": {"get": operation(
         "A user's normalized, fraud-filtered USDC/USDT transactions, newest first", "read", {
             "200": ok_response("A page of transactions", {"type": "object", "properties": {
@@ -93,17 +95,18 @@ PATHS.update({
                 "pagination": ref("Pagination")}, "required": ["transactions", "pagination"]})},
         errors=("404",), tag="Wallets", parameters=[
             query_param("user_id", USER_ID, True),
-            query_param("wallet_id", {"type": "string"}),
+            query_param("wallet_id", {"type": "string", "minLength": 1}),
             query_param("direction", {"enum": ["inbound", "outbound"]}),
             query_param("classification", {"enum": ["verified_income", "p2p", "dex_trade", "unknown",
                                                "wash_trade", "circular"]},
                    description="wash_trade and circular only with include_filtered=true"),
             query_param("token", {"enum": ["USDC", "USDT"]}),
-            query_param("from_date", {"type": "string"}, description="ISO 8601 date or date-time"),
-            query_param("to_date", {"type": "string"}, description="ISO 8601 date or date-time"),
+            query_param("from_date", ISO_DATE_OR_TIME, description="ISO 8601 date or date-time"),
+            query_param("to_date", ISO_DATE_OR_TIME, description="ISO 8601 date or date-time"),
             query_param("include_filtered", {"type": "boolean"}),
             query_param("limit", {"type": "integer", "minimum": 1, "maximum": 200}),
-            query_param("cursor", {"type": "string"}, description="pagination.cursor of the previous page"),
+            query_param("cursor", {"type": "string", "minLength": 1, "maxLength": 400},
+                        description="pagination.cursor of the previous page"),
         ])},
 })
 
@@ -209,7 +212,8 @@ PATHS.update({
                                      "required": ["risk_score"]})},
         errors=("404", "422"), tag="Verification", parameters=[
             query_param("user_id", USER_ID, True),
-            query_param("vip_id", {"type": "string"}, description="Default: the most recent finished VIP"),
+            query_param("vip_id", {"type": "string", "minLength": 1},
+                        description="Default: the most recent finished VIP"),
         ])},
 })
 
@@ -241,12 +245,14 @@ PATHS.update({
             "200": ok_response("A page of events", {"type": "object", "properties": {
                 "events": {"type": "array", "items": ref("Event")}, "pagination": ref("Pagination")},
                 "required": ["events", "pagination"]})}, tag="Webhooks", parameters=[
-            query_param("type", {"type": "string"}, description="Only events of this type"),
+            query_param("type", {"type": "string", "minLength": 1, "maxLength": 100},
+                        description="Only events of this type"),
             query_param("created_from", TIMESTAMP, description="created_at at or after (UTC if no offset)"),
             query_param("created_to", TIMESTAMP, description="created_at before (UTC if no offset)"),
             query_param("delivery_status", {"enum": ["pending", "delivered", "failed", "none"]}),
             query_param("limit", {"type": "integer", "minimum": 1, "maximum": 200}, description="default 50"),
-            query_param("cursor", {"type": "string"}, description="pagination.cursor of the previous page"),
+            query_param("cursor", {"type": "string", "minLength": 1, "maxLength": 100},
+                        description="pagination.cursor of the previous page"),
         ])},
     "/v1/events/{event_id}": {"get": operation(
         "An event with its deliveries and every attempt", "admin", {

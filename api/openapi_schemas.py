@@ -215,6 +215,7 @@ def operation(summary: str, scope: str | None, responses: dict[str, Any], *, err
             "schema": ref(body.__name__)}}}
         op.setdefault("parameters", []).append({
             "name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string",
+                                                                                     "minLength": 1,
                                                                                      "maxLength": 255},
             "description": "Same key and body within 24 h: the first response again; other body: 409"})
     return op

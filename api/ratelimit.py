@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from vip.accounts.keys import Principal
 from vip.config import RateLimitConfig
 
 WINDOW_S = 60
@@ -36,19 +37,23 @@ class Decision:
                 "X-RateLimit-Reset": str(self.reset_s)}
 
 
-def bucket_for(path: str, key_id: str | None, user_id: str | None, client: str,
+def bucket_for(path: str, principal: Principal | None, user_id: str | None, client: str,
                limits: RateLimitConfig) -> tuple[str, int]:
-    """The spec's table: per user for /vip-report and /risk-score, per key for the rest."""
+    """The spec's table: per user for /vip-report and /risk-score, per key for the rest.
+
+    A user's bucket is the calling organisation's: (organisation, user). A request another organisation
+    makes for a user id, refused by authorisation (404) or not, spends that organisation's own budget and
+    never the owning organisation's. Unauthenticated requests count against the client's address."""
     if user_id is not None and not _USER_ID.match(user_id):
         user_id = None
-    if key_id is None:
+    if principal is None:
         return f"ip:{client}", limits.default_per_key
-    if path == "/v1/vip-report":
-        return (f"user:{user_id}:vip-report", limits.vip_report_per_user) if user_id else (
-            f"key:{key_id}:vip-report", limits.vip_report_per_user)
-    if path == "/v1/risk-score":
-        return (f"user:{user_id}:risk-score", limits.risk_score_per_user) if user_id else (
-            f"key:{key_id}:risk-score", limits.risk_score_per_user)
+    key_id, org = principal.key_id, principal.organisation_id
+    per_user = {"/v1/vip-report": ("vip-report", limits.vip_report_per_user),
+                "/v1/risk-score": ("risk-score", limits.risk_score_per_user)}
+    if path in per_user:
+        name, limit = per_user[path]
+        return (f"user:{org}:{user_id}:{name}", limit) if user_id else (f"key:{key_id}:{name}", limit)
     if path == "/v1/transactions":
         return f"key:{key_id}:transactions", limits.transactions_per_key
     return f"key:{key_id}", limits.default_per_key

@@ -11,6 +11,12 @@ from vip.api.jsonio import loads
 from vip.errors import ValidationFailed
 
 M = TypeVar("M", bound=BaseModel)
+# How deep a request body may nest (the body object itself is level 1). Deeper JSON is refused before any
+# of it is walked: validators, the NUL scan, the encoder and jsonb all recurse.
+MAX_JSON_DEPTH = 32
+# The pattern of a required text field: surrounding whitespace is stripped before length checks, so a
+# blank value is refused; the pattern says so in the document.
+NOT_BLANK = r"\S"
 
 
 class Body(BaseModel):
@@ -58,14 +64,37 @@ def validate(model: type[M], data: Any, what: str) -> M:
         raise ValidationFailed(f"invalid {what}: " + ", ".join(sorted(details)), details) from exc
 
 
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether a parsed JSON value nests deeper than `limit` levels (iterative: no recursion to exhaust)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _too_deep_error() -> ValidationFailed:
+    return ValidationFailed(f"the body nests deeper than {MAX_JSON_DEPTH} levels",
+                            {"body": f"nested deeper than {MAX_JSON_DEPTH} levels"})
+
+
 async def read_body(request: web.Request, model: type[M]) -> M:
     raw = await request.read()
     if not raw.strip():
         raise ValidationFailed("a JSON body is required", {"body": "missing"})
     try:
         data = loads(raw)
+    except RecursionError as exc:  # the parser's own guard, thousands of levels down
+        raise _too_deep_error() from exc
     except ValueError as exc:
         raise ValidationFailed("the body is not valid JSON", {"body": str(exc)}) from exc
+    if _too_deep(data, MAX_JSON_DEPTH):
+        raise _too_deep_error()
     if not isinstance(data, dict):
         raise ValidationFailed("the body must be a JSON object", {"body": "not an object"})
     return validate(model, data, "body")

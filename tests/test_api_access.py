@@ -4,9 +4,14 @@ shared through PostgreSQL, Idempotency-Key replays."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+import time
+from pathlib import Path
 
 from vip.accounts import keys
 from vip.api.app import create_app
+from vip.api.context import KEY_CACHE
 
 
 def assert_error(body: dict, code: str) -> None:
@@ -166,18 +171,84 @@ async def test_unexpected_errors_are_500_with_the_body_and_no_trace(api, monkeyp
     assert_error(await resp.json(), "ERR_INTERNAL")
 
 
-def test_checked_keys_are_trusted_for_the_cache_period_only(monkeypatch):
+def test_checked_keys_are_trusted_for_the_cache_period_only_and_while_listening(monkeypatch):
     now = [1000.0]
     monkeypatch.setattr(keys.time, "monotonic", lambda: now[0])
     cache = keys.PrincipalCache(ttl_s=5)
     acme = keys.Principal("org_a", "key_a", frozenset({"read"}))
-    cache.put("hash-a", acme)
+    cache.put("hash-a", acme, cache.generation)
+    assert cache.get("hash-a") is None  # not listening for revocations: never trusted
+    cache.listening = True
+    cache.put("hash-a", acme, cache.generation)
     assert cache.get("hash-a") == acme
-    now[0] += 5.01  # a revocation made by another process is honoured from here on
+    now[0] += 5.01
     assert cache.get("hash-a") is None
-    cache.put("hash-a", acme)
-    cache.forget_key("key_a")  # revoked through this process's admin endpoint: forgotten at once
+    cache.put("hash-a", acme, cache.generation)
+    cache.forget_key("key_a")  # a revocation committed anywhere: forgotten at once
+    assert cache.get("hash-a") is None
+    begun = cache.generation
+    cache.forget_key("key_other")  # a revocation lands while a lookup is in the database
+    cache.put("hash-a", acme, begun)
+    assert cache.get("hash-a") is None
+    cache.put("hash-a", acme, cache.generation)
+    cache.listening = False  # the listener is lost: the database decides again
     assert cache.get("hash-a") is None
     never = keys.PrincipalCache(ttl_s=0)
-    never.put("hash-a", acme)
+    never.listening = True
+    never.put("hash-a", acme, never.generation)
     assert never.get("hash-a") is None
+
+
+async def test_a_key_revoked_by_the_cli_stops_working_on_every_api_process_at_once(
+        api, aiohttp_client, database_url):
+    # Two more application instances on the same database stand for two other API processes, with a
+    # key cache long enough that only the revocation's notification can explain a refusal.
+    settings = api.settings.model_copy(update={"api": api.settings.api.model_copy(
+        update={"key_cache_s": 600})})
+    processes = [await aiohttp_client(create_app(settings, database_url)) for _ in range(2)]
+    secret = await api.key("acme", ["read"])
+    headers = {"Authorization": f"Bearer {secret}"}
+    for client in processes:
+        app_cache = client.server.app[KEY_CACHE]
+        for _ in range(100):  # the listener connects in the background
+            if app_cache.listening:
+                break
+            await asyncio.sleep(0.05)
+        assert app_cache.listening
+        for _ in range(2):  # the second answer comes from the cache
+            assert (await client.get("/v1/users/usr_x", headers=headers)).status == 404
+    async with api.engine.connect() as conn:
+        org = (await conn.exec_driver_sql("select id from organisations where name = 'acme'")).scalar()
+        key_id = (await conn.exec_driver_sql(
+            f"select id from api_keys where organisation_id = '{org}'")).scalar()
+    cli = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("vip")), "keys", "revoke", "--org", "acme", key_id,
+        env={**{k: v for k, v in os.environ.items() if k != "VIP_CONFIG"}, "DATABASE_URL": database_url},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    _out, err = await cli.communicate()
+    assert cli.returncode == 0, err
+    revoked_at = time.monotonic()
+    for client in processes:
+        # The notification is on its way at the commit; allow it a moment to be read, far below the cache.
+        while (status := (await client.get("/v1/users/usr_x", headers=headers)).status) != 401:
+            assert status == 404
+            assert time.monotonic() - revoked_at < 1.0, "the revocation did not reach this process"
+            await asyncio.sleep(0.01)
+
+
+
+
+async def test_requests_refused_for_another_organisations_user_spend_only_their_own_budget(api):
+    user_id = await api.user("acme")
+    limit = api.settings.api.rate_limits.vip_report_per_user
+    globex = await api.headers("globex")
+    for _ in range(limit):
+        resp = await api.client.get(f"/v1/vip-report?user_id={user_id}", headers=globex)
+        assert resp.status == 404
+    resp = await api.client.get(f"/v1/vip-report?user_id={user_id}", headers=globex)
+    assert resp.status == 429  # globex spent its own budget for that user id
+    # Acme's budget for its own user is untouched: its first request is its first.
+    resp = await api.client.get(f"/v1/vip-report?user_id={user_id}", headers=await api.headers("acme"))
+    assert resp.status != 429
+    assert resp.headers["X-RateLimit-Remaining"] == str(limit - 1)

@@ -1,5 +1,7 @@
 """Property-based run (schemathesis) against the served OpenAPI document: whatever the generated input,
-no 500 and no response that breaks the document."""
+no 500 and no response that breaks the document; and hostile input on every operation (NUL in each path
+and query parameter, bodies nested hundreds, thousands and a hundred thousand levels deep): a documented
+400 in the error body."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+import requests
 import schemathesis
 from aiohttp import web
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +23,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.support.chain import indexer_settings, local_network
+from tests.support.openapi_check import violations_of
 from vip.accounts import keys
 from vip.api.app import create_app
 from vip.config import ApiConfig, RateLimitConfig
@@ -72,8 +76,6 @@ def live_api(databases, session_chain) -> Iterator[LiveApi]:
     thread.start()
     assert ready.wait(30)
     headers = {"Authorization": f"Bearer {state['secret']}"}
-    import requests
-
     user_id = requests.post(f"{url}/v1/users", json={}, headers=headers, timeout=10).json()["user"]["id"]
     yield LiveApi(url, headers, user_id)
     asyncio.run_coroutine_threadsafe(state["runner"].cleanup(), loop).result(30)
@@ -96,3 +98,45 @@ def test_generated_requests_never_break_the_api(live_api: LiveApi):
             case.call_and_validate(base_url=live_api.url, headers=live_api.headers, checks=CHECKS)
 
         run()
+
+
+def nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+def test_nul_and_deep_nesting_on_every_operation_are_documented_400s(live_api: LiveApi):
+    schema = schemathesis.openapi.from_url(f"{live_api.url}/v1/openapi.json")
+    doc = requests.get(f"{live_api.url}/v1/openapi.json", timeout=10).json()
+    tried = 0
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        method, template = operation.method.upper(), operation.path
+        spec = doc["paths"][template][operation.method.lower()]
+        path_names = [p["name"] for p in spec.get("parameters", []) if p["in"] == "path"]
+        query_names = [p["name"] for p in spec.get("parameters", []) if p["in"] == "query"]
+        filler = dict.fromkeys(path_names, "x1")
+        cases = [operation.Case(path_parameters={**filler, name: "x\x00y"}) for name in path_names]
+        cases += [operation.Case(path_parameters=filler, query={name: "a\x00b"}) for name in query_names]
+        if "requestBody" in spec:
+            cases += [operation.Case(path_parameters=filler, body={"metadata": nested(200)},
+                                     media_type="application/json"),
+                      operation.Case(path_parameters=filler, body=nested(300), media_type="application/json")]
+        for case in cases:
+            response = case.call_and_validate(base_url=live_api.url, headers=live_api.headers, checks=CHECKS)
+            assert response.status_code == 400, (method, template, case.path_parameters, case.query,
+                                                 response.text[:300])
+            assert response.json()["error"]["code"].startswith("ERR_"), response.text
+            tried += 1
+        if "requestBody" in spec:
+            # Deeper than any encoder recurses: raw bytes.
+            url = live_api.url + template.format(**filler)
+            for raw in ['{"metadata": ' + "[" * 5_000 + "]" * 5_000 + "}", "[" * 100_000 + "]" * 100_000]:
+                response = requests.request(method, url, data=raw.encode(), timeout=30, headers={
+                    **live_api.headers, "Content-Type": "application/json"})
+                assert response.status_code == 400, (method, template, response.text[:300])
+                assert not violations_of(doc, method, template, 400, response.json())
+                tried += 1
+    assert tried >= 40

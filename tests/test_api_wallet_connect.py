@@ -8,6 +8,7 @@ import re
 from datetime import datetime, timedelta
 
 from eth_account import Account
+from siwe import ISO8601Datetime, SiweMessage
 
 from tests.support.wallets import (
     ALWAYS_VALID_1271,
@@ -15,6 +16,8 @@ from tests.support.wallets import (
     connect,
     contract_wallet,
     get_nonce,
+    service_domain,
+    sign,
     sign_in_body,
 )
 from tests.test_api_access import assert_error
@@ -253,3 +256,28 @@ async def test_contract_wallet_check_needs_the_rpc_and_eoas_do_not(api, aiohttp_
     resp = await client.post(CONNECT_URL, json=body, headers=headers)
     assert resp.status == 201, await resp.text()
     assert (await resp.json())["connection"]["network"] == "dead"
+
+
+async def test_a_message_for_another_uri_under_our_domain_is_refused(api):
+    user = await api.user()
+    account = Account.create()
+    nonce, now = await get_nonce(api, user)
+    domain = service_domain(api)
+
+    def signed(uri: str) -> dict:
+        text = SiweMessage(domain=domain, address=account.address, uri=uri, version="1",
+                           chain_id=api.settings.networks["local"].chain_id, nonce=nonce,
+                           issued_at=ISO8601Datetime.from_datetime(now)).prepare_message()
+        return {"user_id": user, "address": account.address, "network": "local", "message": text,
+                "signature": sign(text, account)}
+
+    for uri in ["https://evil.example/login", f"https://{domain}/", f"http://evil.example/{domain}"]:
+        resp = await post(api, signed(uri))
+        assert resp.status == 422, (uri, await resp.text())
+        payload = await resp.json()
+        assert_error(payload, "ERR_URI_MISMATCH")
+        assert payload["error"]["details"]["uri"] == uri
+    assert await counts(api) == dict.fromkeys(TABLES, 0)
+    assert await nonce_used_at(api, nonce) is None
+    resp = await post(api, signed(f"http://{domain}/connect/wallet"))  # any path on our origin
+    assert resp.status == 201, await resp.text()

@@ -16,7 +16,7 @@ routes = web.RouteTableDef()
 
 
 class CreateKey(Body):
-    scopes: list[str] = Field(min_length=1)
+    scopes: list[str] = Field(min_length=1, json_schema_extra={"items": {"enum": list(keys.SCOPES)}})
     description: str | None = Field(default=None, max_length=200)
 
     @field_validator("scopes")
@@ -52,5 +52,5 @@ async def list_keys(request: web.Request) -> web.Response:
 async def revoke_key(request: web.Request) -> web.Response:
     key_id = request.match_info["key_id"]
     info = await keys.revoke_organisation_key(request.app[ENGINE], principal(request).organisation_id, key_id)
-    request.app[KEY_CACHE].forget_key(key_id)  # this process's cache; others' entries lapse by themselves
+    request.app[KEY_CACHE].forget_key(key_id)  # this process at once; the others on the revocation's NOTIFY
     return json_response({"api_key": key_json(info)})

@@ -10,7 +10,7 @@ from pydantic import Field, WithJsonSchema, model_validator
 
 from vip.api.context import SETTINGS, requires
 from vip.api.jsonio import iso, json_response
-from vip.api.validation import Body, read_body
+from vip.api.validation import NOT_BLANK, Body, read_body
 from vip.chain import time_travel
 from vip.chain.rpc import RpcError
 from vip.errors import ChainUnavailable, Unprocessable, ValidationFailed
@@ -24,7 +24,8 @@ class TimeTravelRequest(Body):
     """Move a local network's time forward and mine blocks. Give `seconds` or `to_timestamp` (or
     neither, to only mine blocks)."""
 
-    network: str = Field(min_length=1, max_length=50, description="A network marked local = true")
+    network: str = Field(min_length=1, pattern=NOT_BLANK, max_length=50,
+                         description="A network marked local = true")
     seconds: int | None = Field(default=None, ge=0, le=time_travel.MAX_SECONDS,
                                 description="Stamp the first new block this long after the head block")
     to_timestamp: Annotated[datetime | None, WithJsonSchema(MOMENT)] = Field(

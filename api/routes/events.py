@@ -24,7 +24,7 @@ class ListEvents(Query):
     created_to: datetime | None = None
     delivery_status: Literal["pending", "delivered", "failed", "none"] | None = None
     limit: int = Field(default=50, ge=1, le=200)
-    cursor: str | None = Field(default=None, max_length=100)
+    cursor: str | None = Field(default=None, min_length=1, max_length=100)
 
 
 def _utc(ts: datetime | None) -> datetime | None:

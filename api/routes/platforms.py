@@ -23,7 +23,7 @@ from pydantic import (
 
 from vip.api.context import CLOCK, ENGINE, HTTP, SETTINGS, principal, public, requires
 from vip.api.jsonio import iso, json_response
-from vip.api.validation import Body, Query, read_body, read_query
+from vip.api.validation import NOT_BLANK, Body, Query, read_body, read_query
 from vip.config import PLATFORM_ID
 from vip.connections import platform_connect
 from vip.connections.income_records import (
@@ -50,10 +50,14 @@ MAX_RECORDS_PER_PUSH = 5000
 
 Day = Annotated[dt.date, PlainValidator(check_day), WithJsonSchema({"type": "string", "format": "date"})]
 Amount = Annotated[Any, PlainValidator(check_amount), WithJsonSchema({
-    "type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1000000000000000,
+    "type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1000000000000000, "multipleOf": 0.000001,
     "description": "Exact decimal with at most 6 decimal places, as a JSON number (not a string)"})]
-Currency = Annotated[str, Field(min_length=2, max_length=10), AfterValidator(check_currency)]
-Reference = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(check_reference)]
+Currency = Annotated[str, Field(min_length=2, max_length=10, pattern=r"^\s*[A-Za-z][A-Za-z0-9]{1,9}\s*$",
+                                 description="A currency code: a letter, then 1 to 9 letters or digits "
+                                             "(e.g. USD, USDC); stored upper-case"),
+                     AfterValidator(check_currency)]
+Reference = Annotated[str, Field(min_length=1, pattern=NOT_BLANK, max_length=200),
+                      AfterValidator(check_reference)]
 SourceType = Literal["payroll", "neobank_account", "exchange_account", "payment_platform", "digital_wallet"]
 
 
@@ -81,7 +85,7 @@ class DirectRecord(BaseModel):
 class DirectData(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    account_holder: str = Field(min_length=1, max_length=200)
+    account_holder: str = Field(min_length=1, pattern=NOT_BLANK, max_length=200)
     currency: Currency
     transaction_history: list[DirectRecord] = Field(max_length=MAX_RECORDS_PER_PUSH)
 
@@ -89,10 +93,10 @@ class DirectData(BaseModel):
 class DirectPlatformConnection(Body):
     """Body of POST /v1/connect/platform/direct."""
 
-    user_id: str = Field(min_length=1, max_length=100)
+    user_id: str = Field(min_length=1, pattern=NOT_BLANK, max_length=100)
     platform: str = Field(pattern=PLATFORM_ID.pattern, description="Lowercase platform identifier")
     source_type: SourceType
-    account_id: str = Field(min_length=1, max_length=200)
+    account_id: str = Field(min_length=1, pattern=NOT_BLANK, max_length=200)
     data: DirectData
 
 

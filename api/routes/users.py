@@ -10,13 +10,13 @@ from pydantic import Field
 from vip.accounts import users
 from vip.api.context import CLOCK, ENGINE, principal, requires
 from vip.api.jsonio import iso, json_response
-from vip.api.validation import Body, read_body
+from vip.api.validation import NOT_BLANK, Body, read_body
 
 routes = web.RouteTableDef()
 
 
 class CreateUser(Body):
-    external_id: str | None = Field(default=None, min_length=1, max_length=200)
+    external_id: str | None = Field(default=None, min_length=1, pattern=NOT_BLANK, max_length=200)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -10,7 +10,7 @@ from pydantic import Field, StringConstraints, field_validator
 
 from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
 from vip.api.jsonio import iso, json_response
-from vip.api.validation import Body, read_body
+from vip.api.validation import NOT_BLANK, Body, read_body
 from vip.connections import wallet_signin
 from vip.connections.resource import connection_json
 from vip.connections.siwe import MAX_MESSAGE_CHARS
@@ -20,9 +20,9 @@ routes = web.RouteTableDef()
 
 
 class ConnectWallet(Body):
-    user_id: str = Field(min_length=1, max_length=100)
+    user_id: str = Field(min_length=1, pattern=NOT_BLANK, max_length=100)
     address: str = Field(pattern=r"^0x[0-9a-fA-F]{40}$")
-    network: str = Field(min_length=1, max_length=50)
+    network: str = Field(min_length=1, pattern=NOT_BLANK, max_length=50)
     # The signed text, byte for byte: never stripped.
     message: Annotated[str, StringConstraints(strip_whitespace=False)] = Field(
         min_length=1, max_length=MAX_MESSAGE_CHARS)

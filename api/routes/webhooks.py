@@ -12,7 +12,7 @@ from vip.api.context import ENGINE, SETTINGS, principal, requires
 from vip.api.jsonio import iso, json_response
 from vip.api.validation import Body, read_body
 from vip.webhooks import service
-from vip.webhooks.catalogue import ALL, normalise_event_types
+from vip.webhooks.catalogue import ALL, EVENT_TYPES, normalise_event_types
 from vip.webhooks.store import Endpoint
 
 routes = web.RouteTableDef()
@@ -24,7 +24,8 @@ class CreateWebhookEndpoint(Body):
                                  "no credentials")
     event_types: list[str] | None = Field(
         default=None, min_length=1, max_length=50,
-        description="Event types to receive; omitted or [\"*\"]: every type")
+        description="Event types to receive; omitted or [\"*\"]: every type",
+        json_schema_extra={"items": {"enum": [ALL, *EVENT_TYPES]}})
     description: str | None = Field(default=None, max_length=200)
 
     @field_validator("event_types")

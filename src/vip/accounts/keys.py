@@ -1,15 +1,22 @@
 """Organisations and API keys: created and listed by the CLI and the admin endpoints, checked on every
 request. Only a SHA-256 of each secret is stored (the secrets are 256-bit random, so a fast hash is
-enough); the secret is shown once, at creation."""
+enough); the secret is shown once, at creation.
+
+A revocation NOTIFYs `REVOKED_CHANNEL` in its own transaction; every API process LISTENs
+(`follow_revocations`) and drops the key from its cache of checked keys at the commit, so a revoked key
+stops working on every process at once, whoever revoked it (the CLI, any process's admin endpoint)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import psycopg
+import structlog
 from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -18,6 +25,9 @@ from vip.errors import NotFound
 from vip.ids import new_id
 from vip.store.tables import api_keys, organisations
 
+log = structlog.get_logger(__name__)
+
+REVOKED_CHANNEL = "vip_api_key_revoked"  # payload: the key id; sent at the commit of a revocation
 SCOPES = ("read", "write", "disburse", "admin")
 SECRET_PREFIX = "vip_sk_"
 SHOWN_PREFIX_LENGTH = 14  # "vip_sk_" and 7 characters of the random part
@@ -90,7 +100,11 @@ async def revoke_key(conn: AsyncConnection, organisation_id: str, key_id: str) -
     row = (await conn.execute(update(api_keys).where(
         api_keys.c.id == key_id, api_keys.c.organisation_id == organisation_id,
     ).values(revoked_at=func.coalesce(api_keys.c.revoked_at, func.now())).returning(*api_keys.c))).first()
-    return _info(row) if row else None
+    if row is None:
+        return None
+    # Delivered to every listening API process when (and only if) this transaction commits.
+    await conn.execute(select(func.pg_notify(REVOKED_CHANNEL, row.id)))
+    return _info(row)
 
 
 # --- the admin endpoints' service: one transaction each ----------------------------------------------------
@@ -134,16 +148,23 @@ async def authenticate(conn: AsyncConnection, secret: str) -> Principal | None:
 
 class PrincipalCache:
     """Recently authenticated keys, per API process, for `ttl_s` seconds: a hit skips the database.
-    Revoking through this process's admin endpoint forgets the key at once; a revocation made elsewhere
-    (the CLI, another API process) takes effect within `ttl_s`. Unknown keys are never cached."""
+
+    The cache is trusted only while this process LISTENs for revocations (`follow_revocations` sets
+    `listening`): a revocation committed anywhere drops the key at once, and while the listener is down
+    every request goes to the database. A lookup that raced a revocation is not cached (`generation`).
+    Unknown keys are never cached; `ttl_s` bounds how long a key is trusted without a fresh look."""
 
     MAX_ENTRIES = 10_000
 
     def __init__(self, ttl_s: float) -> None:
         self.ttl_s = ttl_s
         self._entries: dict[str, tuple[Principal, float]] = {}
+        self.generation = 0  # moves on every forget: a lookup begun before it is not cached
+        self.listening = False
 
     def get(self, secret_hash: str) -> Principal | None:
+        if not self.listening:
+            return None
         entry = self._entries.get(secret_hash)
         if entry is None:
             return None
@@ -152,14 +173,44 @@ class PrincipalCache:
             return None
         return entry[0]
 
-    def put(self, secret_hash: str, found: Principal) -> None:
-        if self.ttl_s <= 0:
+    def put(self, secret_hash: str, found: Principal, generation: int) -> None:
+        """Remember a key checked in the database by a lookup that began at `generation`."""
+        if self.ttl_s <= 0 or not self.listening or generation != self.generation:
             return
         if len(self._entries) >= self.MAX_ENTRIES:
             self._entries.clear()
         self._entries[secret_hash] = (found, time.monotonic() + self.ttl_s)
 
     def forget_key(self, key_id: str) -> None:
+        self.generation += 1
         for secret_hash in [h for h, (p, _) in self._entries.items() if p.key_id == key_id]:
             del self._entries[secret_hash]
 
+    def forget_all(self) -> None:
+        self.generation += 1
+        self._entries.clear()
+
+
+async def follow_revocations(engine: AsyncEngine, cache: PrincipalCache) -> None:
+    """LISTEN for revocations and drop each revoked key from `cache` as its revocation commits; runs until
+    cancelled. While the connection is down the cache is not trusted, and it starts empty again after a
+    reconnect (a revocation may have been missed meanwhile)."""
+    url = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    failures = 0
+    while True:
+        try:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                await conn.execute(f"LISTEN {REVOKED_CHANNEL}")
+                cache.forget_all()
+                cache.listening = True
+                failures = 0
+                async for notice in conn.notifies():
+                    cache.forget_key(notice.payload)
+        except (psycopg.Error, OSError) as exc:
+            failures += 1
+            log.warning("key revocation listener lost; keys are checked in the database meanwhile",
+                        error=str(exc)[:200])
+        finally:
+            cache.listening = False
+            cache.forget_all()
+        await asyncio.sleep(min(30.0, 0.5 * 2 ** min(failures, 6)))

@@ -1,8 +1,10 @@
 """Sign-In with Ethereum (EIP-4361) checks for wallet connections, on top of the `siwe` library.
 
 The library parses the message and checks domain, chain id, expiry and the signature (EOA recovery, or
-ERC-1271 / ERC-6492 through a web3 provider). It does not track nonces: the caller does that against
-`wallet_nonces`, in the transaction that creates the connection.
+ERC-1271 / ERC-6492 through a web3 provider). We add the address, the issued-at time and the URI, which
+must be on this service's origin (the library leaves it unchecked: a message signed for another site's
+URI under our domain would pass). It does not track nonces: the caller does that against
+`wallet_nonces` (the nonce must be the user's own), in the transaction that creates the connection.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 import siwe
@@ -69,6 +72,11 @@ async def verify_message(message: siwe.SiweMessage, signature: str, *, address: 
     # Recovery is CPU work and the contract-wallet path is blocking HTTP: keep both off the event loop.
     await asyncio.to_thread(_verify_sync, message, signature, domain=domain, scheme=scheme,
                             chain_id=chain_id, now=now, rpc_url=rpc_url, rpc_timeout_s=rpc_timeout_s)
+    # After the library's checks, so a message for another domain still hears ERR_DOMAIN_MISMATCH.
+    uri = urlsplit(str(message.uri))
+    if (uri.scheme.lower(), uri.netloc.lower()) != (scheme.lower(), domain.lower()):
+        raise refused("ERR_URI_MISMATCH", "the message's URI is not on this service's origin",
+                      {"uri": str(message.uri), "expected_origin": f"{scheme}://{domain}"})
 
 
 def _verify_sync(message: siwe.SiweMessage, signature: str, *, domain: str, scheme: str, chain_id: int,
