@@ -13,6 +13,7 @@ from pathlib import Path
 
 import aiohttp
 
+from tests.support.webhooks import PRODUCTION_SECRETS
 from vip.devstack.anvil import free_port
 from vip.devstack.dev import wait_http
 
@@ -22,7 +23,8 @@ def spawn_serve(database_url: str, tmp_path: Path) -> tuple[subprocess.Popen, in
     overlay = tmp_path / "serve.toml"
     overlay.write_text(f"[api]\nport = {port}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("VIP_RPC_") and k != "VIP_CONFIG"}
-    env.update(DATABASE_URL=database_url, VIP_CONFIG=str(overlay))
+    # No network is local, so this is a production start: it needs real (not development) secrets.
+    env.update(DATABASE_URL=database_url, VIP_CONFIG=str(overlay), **PRODUCTION_SECRETS)
     with (tmp_path / "serve.log").open("ab") as out:
         proc = subprocess.Popen([str(Path(sys.executable).with_name("vip")), "serve", "--allow-no-networks"],
                                 env=env, stdout=out, stderr=subprocess.STDOUT)
