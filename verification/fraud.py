@@ -150,6 +150,7 @@ class Funding:
     own_units: Fraction  # the part of it the user's wallets funded, in 10^-18 USD
     path: tuple[Transfer, ...]  # the largest contribution: the user's payment first, `transfer` last
     untraced: frozenset[str] = field(default_factory=frozenset)  # payers whose history was not at hand
+    origins: tuple[Transfer, ...] = ()  # every payment of the user's wallets the trace found in it
 
     @property
     def share(self) -> Fraction:
@@ -173,6 +174,7 @@ def trace_funding(inbound: Transfer, ledger: FundingLedger, home: Container[str]
     whose history in the window is at hand (None: all); one not known is named in `untraced`."""
     start = inbound.timestamp - timedelta(days=config.window_days)
     untraced: set[str] = set()
+    origins: dict[TransferKey, Transfer] = {}
     memo: dict[tuple[TransferKey, int], tuple[Fraction, tuple[Transfer, ...]]] = {}
     budget = [config.max_steps]
 
@@ -200,6 +202,7 @@ def trace_funding(inbound: Transfer, ledger: FundingLedger, home: Container[str]
             path: tuple[Transfer, ...]
             if inflow.from_address in home:
                 got, path = Fraction(take), (inflow,)
+                origins[inflow.key] = inflow
             elif hops >= config.max_hops:
                 continue
             else:
@@ -215,4 +218,5 @@ def trace_funding(inbound: Transfer, ledger: FundingLedger, home: Container[str]
         return result
 
     own, path = walk(inbound, 1)
-    return Funding(inbound, own, path, frozenset(untraced))
+    found = tuple(sorted(origins.values(), key=lambda t: t.order))
+    return Funding(inbound, own, path, frozenset(untraced), found)

@@ -79,11 +79,13 @@ class Outcome:
 
 
 def could_be_income(t: Transfer, records: Sequence[IncomeRecord], config: MatchingConfig) -> bool:
-    """An inbound transfer some income record of the user could be paid by: its amount within the
-    approximate tier of the record's, landing in the record's matching window, whatever its origin."""
+    """An inbound transfer some income record of the user could be paid by: from an origin the record
+    accepts (its `from_reference` or its platform's whitelist: a named payer is traced like any other
+    address, never exempt), its amount within the approximate tier of the record's, landing in the
+    record's matching window."""
     day = t.timestamp.date()
     for r in records:
-        if (r.record_date - timedelta(days=config.days_before) <= day
+        if (r.accepts_origin(t.from_address) and r.record_date - timedelta(days=config.days_before) <= day
                 <= r.record_date + timedelta(days=config.days_after)
                 and tier(r.amount, t.usd(), config) is not None):
             return True
@@ -115,8 +117,9 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
         touching = [t for t in everything if t.from_address in home or t.to_address in home]
         for w in mine:
             own[w] = [t for t in touching if w.address in (t.from_address, t.to_address)]
+            # Between two of the user's wallets is neither: it is the same person's money.
             for key in find_wash_trades(w.address, own[w], config.wash_trade,
-                                        skip=config.dex_addresses.get(network, ())):
+                                        skip=home | set(config.dex_addresses.get(network, ()))):
                 flags[(w.address, key)].add(WASH_TRADE)
         arriving = sorted((t for t in touching if t.to_address in home and t.from_address not in home),
                           key=lambda t: t.order)
@@ -134,8 +137,8 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
                 continue
             self_funded += 1
             code = WASH_TRADE if funding.intermediaries == 1 else CIRCULAR_FLOW
-            origin = funding.path[0]
-            for side in ((t.to_address, t.key), (origin.from_address, origin.key)):
+            # The inbound transfer and every payment of the user's wallets found in it.
+            for side in [(t.to_address, t.key), *((o.from_address, o.key) for o in funding.origins)]:
                 flags[side].add(code)
                 evidence[side] = funding
         inflows += arriving
