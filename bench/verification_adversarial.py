@@ -75,6 +75,7 @@ class Case:
     wallets: list[str]
     employer: str
     dex: str
+    exchange: str = "0x" + "b0" * 20
     pending: list[tuple[datetime, str, str, int, str, bool]] = field(default_factory=list)
     records: list[IncomeRecord] = field(default_factory=list)
     fraud_txs: set[str] = field(default_factory=set)
@@ -127,7 +128,8 @@ def spend(case: Case, merchants: list[str]) -> None:
 
 
 def build(family: str, rng: random.Random, merchants: list[str], hubs: dict[str, str]) -> Case:
-    c = Case(family, rng, ["0x" + rng.randbytes(20).hex()], "0x" + rng.randbytes(20).hex(), hubs["dex"])
+    c = Case(family, rng, ["0x" + rng.randbytes(20).hex()], "0x" + rng.randbytes(20).hex(), hubs["dex"],
+             hubs["exchange"])
     w = c.wallets[0]
     salary = rng.randrange(1500, 12000, 50)
     spend(c, merchants)
@@ -203,7 +205,7 @@ def fake_month(c: Case, period: str, salary: int) -> None:
         c.send(x, w, amount, pay_at, fraud=True)
         c.record(pay_at.date(), Decimal(salary), x)
     elif f == "busy_hub":
-        hub, x = "0x" + "b0" * 20, c.address()
+        hub, x = c.exchange, c.address()
         deposit_at = leave
         c.hub_traffic(hub, deposit_at, every_min=3)
         c.send(w, hub, amount, deposit_at, fraud=True)

@@ -23,7 +23,7 @@ from vip.reports import vip_reports
 from vip.run_loop import run_steps
 from vip.store.outbox import record_event
 from vip.verification.cashflow import average_balance, obligations
-from vip.verification.fraud import ZERO_ADDRESS
+from vip.verification.fraud import ZERO_ADDRESS, FundingLedger
 from vip.verification.model import EXACT, FRAUD_TYPES, Transfer, TransferKey
 from vip.verification.pipeline import Outcome, Wallet, verify, vip_report
 from vip.verification.profile import income_change, lookback_periods, usd
@@ -159,17 +159,21 @@ class VipReportJob:
 
     async def _trace_frontier(self, conn: AsyncConnection, network: str, home: set[str], own: list[Transfer],
                               since: datetime, final: int) -> tuple[list[str], list[Transfer], bool]:
-        """The addresses the funding trace needs fetched (the payers into the wallets, the payers into
-        those, ... `max_hops` deep, as far as what is indexed now shows them; no address exempt but the
-        zero address, whose transfers are mints), the transfers of them indexed now, and whether the
-        `max_addresses` cap cut the list."""
+        """The addresses the funding trace needs fetched, the transfers of them indexed now, and whether
+        the `max_addresses` cap cut the list. Level by level, as far as what is indexed now shows: the
+        payers into the wallets; then, in each payer's history, the senders of the inflows that funded
+        those payments (the trace's own last-in-first-out attribution: a busy payer adds only the few
+        senders whose money reached it last before it paid the user, not its thousands), and so on
+        `max_hops` deep. No address is left out but the zero address, whose transfers are mints."""
         trace = self.config.funding_trace
+        window = timedelta(days=trace.window_days)
         wanted: list[str] = []
         fetched: list[Transfer] = []
         excluded = set(home) | {ZERO_ADDRESS}
-        level = inputs.payers(own, home, excluded)
+        payments = [t for t in own if t.to_address in home and t.from_address not in excluded]
         capped = False
         for hop in range(1, trace.max_hops + 1):
+            level = inputs.payers(payments, {t.to_address for t in payments}, excluded)
             room = trace.max_addresses - len(wanted)
             if len(level) > room:
                 capped, level = True, level[:room]
@@ -177,10 +181,14 @@ class VipReportJob:
                 break
             wanted += level
             excluded |= set(level)
-            items = await inputs.transfers_touching(conn, network, level, since, final)
-            fetched += items
-            if hop < trace.max_hops:
-                level = inputs.payers(items, set(level), excluded)
+            fetched += await inputs.transfers_touching(conn, network, level, since, final)
+            if hop == trace.max_hops:
+                break
+            ledger = FundingLedger([*own, *fetched], trace.max_pieces)
+            chosen = set(level)
+            payments = [inflow for p in payments if p.from_address in chosen
+                        for inflow, _ in ledger.pieces(p)
+                        if inflow.timestamp >= p.timestamp - window and inflow.from_address not in home]
         return wanted, fetched, capped
 
     async def _trace_ready(self, conn, row, wanted: dict[str, list[str]], since: datetime,
