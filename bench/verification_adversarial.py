@@ -17,6 +17,8 @@ names the address that pays the salary):
   mixed_salary     the named payer mixes a real salary part (30-45%) with the user's money
   swap_laundering  out in USDC, swapped to USDT through a DEX router by the intermediary, back in USDT
   chain_then_split out through two intermediaries, the last pays the salary in two transfers a month
+  payer_with_business  the named payer runs a small business of its own: strangers pay it and it pays
+                   strangers a few times a day, before, between and after the user's money and the salary
 
 Honest look-alikes (all six months paid by the employer):
   hub_user         salary from a busy payroll provider; deposits to and withdrawals from a busy exchange
@@ -62,7 +64,9 @@ UNIT = 10**6
 NOW = datetime(2026, 7, 3, 12, tzinfo=UTC)
 PERIODS = ["2026-01", "2026-02", "2026-03", "2026-04", "2026-05", "2026-06"]
 FRAUD = ("one_hop", "multi_hop", "payer_in_loop", "split", "merged_biweekly", "several_wallets", "parked",
-         "busy_hub", "mixed_salary", "swap_laundering", "chain_then_split")
+         "busy_hub", "mixed_salary", "swap_laundering", "chain_then_split", "payer_with_business")
+# Strategies the rules are known to miss in part (docs/performance.md says how much, and why).
+KNOWN_LIMITS = ("payer_with_business",)
 HONEST = ("hub_user", "rent_coworker", "refund", "loan_repaid", "own_savings", "client_customer",
           "dex_swapper")
 FLAGS = {WASH_TRADE, CIRCULAR_FLOW}
@@ -227,6 +231,18 @@ def fake_month(c: Case, period: str, salary: int) -> None:
         c.send(c.dex, x, amount - amount // 1000, swap_at + timedelta(seconds=1), token="USDT")
         c.send(x, w, amount - amount // 1000, pay_at, token="USDT", fraud=True)
         c.record(pay_at.date(), Decimal(salary), x)
+    elif f == "payer_with_business":
+        payer = c.address()
+        at = leave - timedelta(days=3)
+        while at < pay_at + timedelta(days=2):
+            at += timedelta(hours=rng.randint(2, 10))
+            if rng.random() < 0.5:
+                c.send(c.address(), payer, rng.randint(50, 1500) * UNIT, at)
+            else:
+                c.send(payer, c.address(), rng.randint(50, 1500) * UNIT, at)
+        c.send(w, payer, amount, leave, fraud=True)
+        c.send(payer, w, amount, pay_at, fraud=True)
+        c.record(pay_at.date(), Decimal(salary), payer)
     elif f == "chain_then_split":
         a, payer = c.address(), c.address()
         half = amount // 2
@@ -313,7 +329,7 @@ def main() -> None:
     merchants = ["0x" + rng.randbytes(20).hex() for _ in range(2000)]
     hubs = {"payroll": "0x" + "a0" * 20, "exchange": "0x" + "e0" * 20, "dex": "0x" + "de" * 20}
     stats: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])  # tp fp fn, borrowers flagged, n
-    status_right = borrowers = 0
+    status_right = borrowers = limits_right = limits_n = 0
     started = time.perf_counter()
     for family in FRAUD + HONEST:
         for _ in range(args.per_family):
@@ -327,6 +343,9 @@ def main() -> None:
             s[4] += 1
             borrowers += 1
             status_right += status == case.expected_status
+            if family in KNOWN_LIMITS:
+                limits_n += 1
+                limits_right += status == case.expected_status
     seconds = time.perf_counter() - started
     print(f"{borrowers} borrowers ({args.per_family} per family), seed {args.seed}, "
           f"{seconds:.1f} s ({seconds / borrowers * 1000:.0f} ms each)\n")
@@ -335,12 +354,15 @@ def main() -> None:
         tp, fp, fn, _, _ = stats[family]
         p = tp / (tp + fp) if tp + fp else 1.0
         r = tp / (tp + fn) if tp + fn else 1.0
-        print(f"{family:<19} {p:>9.4f} {r:>7.4f} {tp:>6} {fp:>5} {fn:>5}")
+        note = "  (a known limit)" if family in KNOWN_LIMITS else ""
+        print(f"{family:<19} {p:>9.4f} {r:>7.4f} {tp:>6} {fp:>5} {fn:>5}{note}")
     print("\nhonest look-alike   borrowers flagged  (false flags)")
     for family in HONEST:
         tp, fp, fn, any_flag, n = stats[family]
         print(f"{family:<19} {any_flag:>4}/{n:<4} = {any_flag / n:.4f}  ({fp})")
-    print(f"\nVIP status right: {status_right}/{borrowers} = {status_right / borrowers:.4f}")
+    print(f"\nVIP status right: {status_right}/{borrowers} = {status_right / borrowers:.4f}; without the "
+          f"known limits: {status_right - limits_right}/{borrowers - limits_n} = "
+          f"{(status_right - limits_right) / (borrowers - limits_n):.4f}")
 
     big = Case("dex_swapper", random.Random(args.seed + 1), ["0x" + "11" * 20], "0x" + "22" * 20, hubs["dex"])
     periods = [f"{2025 + (m + 6) // 12}-{(m + 6) % 12 + 1:02d}" for m in range(12)]

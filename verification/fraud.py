@@ -9,10 +9,11 @@ that arrives from a counterparty and goes straight back to it (it never was the 
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 
@@ -220,3 +221,90 @@ def trace_funding(inbound: Transfer, ledger: FundingLedger, home: Container[str]
     own, path = walk(inbound, 1)
     found = tuple(sorted(origins.values(), key=lambda t: t.order))
     return Funding(inbound, own, path, frozenset(untraced), found)
+
+
+class FundingPool:
+    """The second attribution, for payers that mix: every address's balance as a pool, every payment
+    taking the same fraction of each part of it (the "haircut": a payer holding the user's 5,000 among
+    8,000 pays out 5/8 of the user's money in every payment). One pass in chain order over the network's
+    transfers; the user's money is followed by the number of intermediaries it went through (at most
+    `max_hops`) and forgotten by an address that received none of it for `window_days`. A busy hub's
+    pool is large, so the user's share of what it pays is small: hubs stay bounded by amount; money that
+    stops over at an address with a business of its own is still found. Amounts in 10^-18 USD, integer
+    (floor) arithmetic. Addresses not in `known` (history not fetched) pass on nothing of the user's."""
+
+    def __init__(self, transfers: Iterable[Transfer], home: Container[str], config: FundingTraceConfig,
+                 known: Container[str] | None = None) -> None:
+        self._home, self._config = home, config
+        hops, window = config.max_hops, timedelta(days=config.window_days)
+        total: dict[str, int] = defaultdict(int)
+        own: dict[str, list[int]] = {}  # address -> the user's units held, by intermediaries (index k - 1)
+        last: dict[str, datetime] = {}
+        self.carried: dict[TransferKey, int] = {}  # the user's units every transfer carried
+        self.arrived: dict[TransferKey, list[int]] = {}  # into the user's wallets: by intermediaries
+        self._inflows: dict[str, list[Transfer]] = defaultdict(list)
+        ordered = sorted({t.key: t for t in transfers}.values(), key=lambda t: t.order)
+        for t in ordered:
+            x, y, amount = t.from_address, t.to_address, units(t)
+            if x == y or (x in home and y in home):
+                continue
+            self._inflows[y].append(t)
+            moved: list[int] | None = None
+            if x in home:
+                moved = [amount] + [0] * (hops - 1)  # arriving at y, y is the first intermediary
+            else:
+                held = own.get(x)
+                if held is not None and t.timestamp - last[x] > window:
+                    del own[x]
+                    held = None
+                if held is not None and x != ZERO_ADDRESS and (known is None or x in known):
+                    pool = max(total[x], amount)
+                    moved = [part * amount // pool for part in held]
+                    own[x] = [part - m for part, m in zip(held, moved, strict=True)]
+                total[x] = max(total[x] - amount, 0)
+            if y in home:
+                if moved is not None and x not in home:
+                    self.arrived[t.key] = moved
+                    self.carried[t.key] = sum(moved)
+                continue
+            total[y] += amount
+            if moved is None or not any(moved):
+                continue
+            if x not in home:
+                moved = [0, *moved[:-1]]  # one more intermediary (beyond max_hops: forgotten)
+            self.carried[t.key] = sum(moved)
+            held = own.setdefault(y, [0] * hops)
+            own[y] = [a + b for a, b in zip(held, moved, strict=True)]
+            last[y] = t.timestamp
+        self._orders = {a: [t.order for t in items] for a, items in self._inflows.items()}
+
+    def funding(self, inbound: Transfer) -> Funding:
+        """What the pool attribution finds in `inbound` (into the user's wallets), with the path of the
+        largest carriers back to the user's payment."""
+        own = sum(self.arrived.get(inbound.key, ()))
+        if not own:
+            return Funding(inbound, Fraction(0), ())
+        start = inbound.timestamp - timedelta(days=self._config.window_days)
+        path = self._path(inbound, start, 1)
+        return Funding(inbound, Fraction(own), path, origins=path[:1])
+
+    def _path(self, payment: Transfer, start: datetime, hops: int) -> tuple[Transfer, ...]:
+        payer = payment.from_address
+        items = self._inflows.get(payer, [])
+        end = bisect.bisect_left(self._orders.get(payer, []), payment.order)
+        best: Transfer | None = None
+        best_units = 0
+        for inflow in items[:end]:
+            if inflow.timestamp < start:
+                continue
+            carried = units(inflow) if inflow.from_address in self._home else self.carried.get(inflow.key, 0)
+            if carried > best_units:
+                best, best_units = inflow, carried
+        if best is None:
+            return ()
+        if best.from_address in self._home:
+            return (best, payment)
+        if hops >= self._config.max_hops:
+            return ()
+        sub = self._path(best, start, hops + 1)
+        return (*sub, payment) if sub else ()

@@ -13,7 +13,7 @@ from typing import Any
 
 from vip.verification.classify import classify
 from vip.verification.config import MatchingConfig, VerificationConfig
-from vip.verification.fraud import Funding, FundingLedger, find_wash_trades, trace_funding
+from vip.verification.fraud import Funding, FundingLedger, FundingPool, find_wash_trades, trace_funding
 from vip.verification.matching import PeriodResult, match_income, tier
 from vip.verification.model import (
     CIRCULAR_FLOW,
@@ -125,8 +125,15 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
                           key=lambda t: t.order)
         ledger = FundingLedger(everything, trace_config.max_pieces)
         network_known = None if known is None else frozenset(known.get(network, ())) | home
+        pool = FundingPool(everything, home, trace_config, network_known)
         for t in arriving:
+            # Two attributions of the same money, the larger share counts: last in first out (money
+            # passed on at once, through hubs included) and the pool (money that stops over with an
+            # address's own business).
             funding = trace_funding(t, ledger, home, trace_config, network_known)
+            pooled = pool.funding(t)
+            if pooled.share > funding.share and pooled.path:
+                funding = Funding(t, pooled.own_units, pooled.path, funding.untraced, pooled.origins)
             traced += 1
             untraced += [(network, address, t.tx_hash) for address in sorted(funding.untraced)]
             # Self-funded money is flagged when it could pass for income, and always when it went round
