@@ -11,6 +11,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from eth_account import Account
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -19,6 +20,7 @@ from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import running_indexer, wait_synced
 from tests.support.platforms import load_platforms
 from tests.support.verification import USDC, Borrower, month_after, months_after, new_borrower, noon
+from tests.support.wallets import connect
 from vip.clock import clock_for
 from vip.reports.worker import VipReportJob
 from vip.store.tables import vip_reports
@@ -348,3 +350,47 @@ async def test_money_parked_for_weeks_then_paid_back_as_salary_is_a_wash_and_ref
     listed = {t["tx_hash"]: t for t in await txs(b)}
     assert listed[refund]["classification"] == "unknown" and listed[bought]["classification"] == "p2p"
     assert listed[refund]["fraud_flags"] == ["ERR_UNVERIFIED_SOURCE"]
+
+
+async def test_money_from_the_users_second_wallet_back_as_salary_is_a_wash(harness, chain):
+    """Several wallets of one user: the money leaves the second connected wallet and comes back into the
+    first through the address the records name. Every one of the user's active wallets counts as theirs."""
+    api, url = harness
+    b = await new_borrower(api, chain)
+    second = Account.from_key(chain.node.private_keys[9])
+    await connect(api, b.user_id, second)
+    second_address = second.address.lower()
+    days = months_after(b.start, 2)
+    payer = b.others[1]
+    honest = b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(days[0]))
+    out = b.pay("USDC", second_address, payer, int(SALARY * USDC), noon(days[1]) - timedelta(days=4))
+    back = b.pay("USDC", payer, b.wallet, int(SALARY * USDC), noon(days[1]))
+    b.settle(noon(month_after(days[-1])) + timedelta(days=1))
+    await b.push_records([(days[0], SALARY)])
+    await b.push_records([(days[1], SALARY)], platform="paystream-2", origin=payer)
+    vip = await run_vip(b, url, lookback_months=2)
+    assert vip["status"] == "partially_verified"
+    assert [p["tx_hash"] for p in vip["verified_periods"]] == [honest]
+    flags = {f["tx_hash"]: f for f in vip["fraud_flags"]}
+    assert set(flags) == {out, back} and {f["fraud_type"] for f in flags.values()} == {"wash_trade"}
+    assert flags[out]["wallet_address"] == second_address
+    assert [s["from_address"] for s in flags[back]["evidence"]["path"]] == [second_address, payer]
+
+
+async def test_rent_to_a_coworker_and_a_payroll_fee_stay_clean(harness, chain):
+    """Honest look-alikes on the chain: the borrower pays rent to a landlord whom the same employer pays,
+    and a small fee into the employer's wallet before payday; the salaries verify, nothing is flagged."""
+    api, url = harness
+    b = await new_borrower(api, chain)
+    days = months_after(b.start, 3)
+    landlord = b.others[2]
+    for day in days:
+        b.pay("USDC", b.employer, landlord, 3000 * USDC, noon(day) - timedelta(days=10))
+        b.pay("USDC", b.wallet, landlord, 1500 * USDC, noon(day) - timedelta(days=9))
+        b.pay("USDC", b.wallet, b.employer, 40 * USDC, noon(day) - timedelta(hours=6))
+        b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(day))
+    b.settle(noon(month_after(days[-1])) + timedelta(days=1))
+    await b.push_records([(d, SALARY) for d in days])
+    vip = await run_vip(b, url, lookback_months=3)
+    assert vip["status"] == "verified" and vip["periods_verified"] == 3
+    assert vip["fraud_flags"] == [] and vip["fraud_trace"]["self_funded"] == 0
