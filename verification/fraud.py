@@ -234,9 +234,13 @@ class FundingPool:
     (floor) arithmetic. Addresses not in `known` (history not fetched) pass on nothing of the user's."""
 
     def __init__(self, transfers: Iterable[Transfer], home: Container[str], config: FundingTraceConfig,
-                 known: Container[str] | None = None) -> None:
+                 known: Container[str] | None = None, payers: Iterable[str] | None = None) -> None:
+        """`payers`: only money that can reach these addresses within `max_hops` is followed (None:
+        every address's): the pass then reads only the transfers of the addresses that can."""
         self._home, self._config = home, config
         hops, window = config.max_hops, timedelta(days=config.window_days)
+        if payers is not None:
+            transfers = _reaching(list(transfers), set(payers), home, hops)
         total: dict[str, int] = defaultdict(int)
         own: dict[str, list[int]] = {}  # address -> the user's units held, by intermediaries (index k - 1)
         last: dict[str, datetime] = {}
@@ -279,7 +283,7 @@ class FundingPool:
         self._orders = {a: [t.order for t in items] for a, items in self._inflows.items()}
 
     def funding(self, inbound: Transfer) -> Funding:
-        """What the pool attribution finds in `inbound` (into the user's wallets), with the path of the
+        """What the pool accounting finds in `inbound` (into the user's wallets), with the path of the
         largest carriers back to the user's payment."""
         own = sum(self.arrived.get(inbound.key, ()))
         if not own:
@@ -308,3 +312,19 @@ class FundingPool:
             return ()
         sub = self._path(best, start, hops + 1)
         return (*sub, payment) if sub else ()
+
+
+def _reaching(transfers: list[Transfer], payers: set[str], home: Container[str], hops: int) -> list[Transfer]:
+    """The transfers into or out of the addresses from which money reaches `payers` in at most `hops`
+    steps back (the payers themselves included), the user's wallets excepted."""
+    senders: dict[str, set[str]] = defaultdict(set)
+    for t in transfers:
+        senders[t.to_address].add(t.from_address)
+    relevant = {a for a in payers if a not in home}
+    level = set(relevant)
+    for _ in range(hops - 1):
+        level = {s for a in level for s in senders.get(a, ()) if s not in home and s not in relevant}
+        if not level:
+            break
+        relevant |= level
+    return [t for t in transfers if t.from_address in relevant or t.to_address in relevant]

@@ -125,14 +125,16 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
                           key=lambda t: t.order)
         ledger = FundingLedger(everything, trace_config.max_pieces)
         network_known = None if known is None else frozenset(known.get(network, ())) | home
-        pool = FundingPool(everything, home, trace_config, network_known)
+        # Two accountings of the same money, the larger share counts: last in first out (money passed
+        # on at once, through hubs too) for every inbound transfer, and the pool (money that stopped over
+        # while other money arrived) for those that could pass for income.
+        candidates = {t.key for t in arriving if could_be_income(t, records, config.matching)}
+        pool = FundingPool(everything, home, trace_config, network_known,
+                           payers={t.from_address for t in arriving if t.key in candidates})
         for t in arriving:
-            # Two attributions of the same money, the larger share counts: last in first out (money
-            # passed on at once, through hubs included) and the pool (money that stops over with an
-            # address's own business).
             funding = trace_funding(t, ledger, home, trace_config, network_known)
-            pooled = pool.funding(t)
-            if pooled.share > funding.share and pooled.path:
+            pooled = pool.funding(t) if t.key in candidates else None
+            if pooled is not None and pooled.share > funding.share and pooled.path:
                 funding = Funding(t, pooled.own_units, pooled.path, funding.untraced, pooled.origins)
             traced += 1
             untraced += [(network, address, t.tx_hash) for address in sorted(funding.untraced)]
@@ -140,7 +142,7 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
             # through two or more intermediaries; one that came straight back from the address the user
             # paid and no record could claim is a refund or a loan repaid (docs/verification.md).
             if not funding.self_funded(trace_config) or (
-                    funding.intermediaries < 2 and not could_be_income(t, records, config.matching)):
+                    funding.intermediaries < 2 and t.key not in candidates):
                 continue
             self_funded += 1
             code = WASH_TRADE if funding.intermediaries == 1 else CIRCULAR_FLOW
