@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import defaultdict
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -33,6 +34,10 @@ log = structlog.get_logger(__name__)
 JOB = "vip_report"
 GENERATION_FAILED = "ERR_VIP_GENERATION_FAILED"
 RETRY_DELAY = timedelta(seconds=30)
+# Per payment traced, the trace's fetch also follows this many of the payer's largest inflows in the
+# window before it (the pool accounting may find the user's money there), besides what last in first out
+# attributes the payment to.
+POOL_FOLLOW = 16
 FRAUD_DETAILS = {
     "wash_trade": "the user's own money came back through one intermediary, or value returned to the "
                   "counterparty it came from within the wash-trade window",
@@ -186,9 +191,23 @@ class VipReportJob:
                 break
             ledger = FundingLedger([*own, *fetched], trace.max_pieces)
             chosen = set(level)
-            payments = [inflow for p in payments if p.from_address in chosen
-                        for inflow, _ in ledger.pieces(p)
-                        if inflow.timestamp >= p.timestamp - window and inflow.from_address not in home]
+            received: dict[str, list[Transfer]] = defaultdict(list)
+            for t in fetched:
+                if t.to_address in chosen:
+                    received[t.to_address].append(t)
+            following: dict[TransferKey, Transfer] = {}
+            for p in payments:
+                if p.from_address not in chosen:
+                    continue
+                # What last in first out attributes the payment to, and (for the pool) the largest
+                # inflows of the payer in the window before it.
+                before = [t for t in received[p.from_address]
+                          if t.order < p.order and t.timestamp >= p.timestamp - window]
+                largest = sorted(before, key=lambda t: (-t.amount, t.order))[:POOL_FOLLOW]
+                for inflow in [*(i for i, _ in ledger.pieces(p)), *largest]:
+                    if inflow.timestamp >= p.timestamp - window and inflow.from_address not in home:
+                        following[inflow.key] = inflow
+            payments = list(following.values())
         return wanted, fetched, capped
 
     async def _trace_ready(self, conn, row, wanted: dict[str, list[str]], since: datetime,
