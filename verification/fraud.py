@@ -4,8 +4,10 @@ The principle is where income money came from (`trace_funding`): every inbound t
 through the address that paid it, within a window and a number of intermediaries, to find what share of it
 the user's own wallets funded. No address is exempt because a record or a user names it; busy addresses
 are bounded by amount and time (`FundingLedger`: a payment is funded by the inflows that arrived last
-before it, as much as it carries, no more). The second rule (`find_wash_trades`) is the pass-through: value
-that arrives from a counterparty and goes straight back to it (it never was the user's)."""
+before it, as much as it carries, no more; `FundingPool`, the second accounting: a payment takes the same
+fraction of every part of its payer's balance; the larger share counts). The second rule
+(`find_wash_trades`) is the pass-through: value that arrives from a counterparty and goes straight back to
+it (it never was the user's)."""
 
 from __future__ import annotations
 
@@ -123,7 +125,7 @@ class FundingLedger:
 
     def _replay(self, address: str) -> None:
         self._replayed.add(address)
-        items = sorted(set(self._of.get(address, ())), key=lambda t: t.order)
+        items = sorted({t.key: t for t in self._of.get(address, ())}.values(), key=lambda t: t.order)
         stack: list[Piece] = []  # (inflow, units of it left)
         for t in items:
             if t.to_address == address:
