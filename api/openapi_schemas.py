@@ -246,7 +246,35 @@ SCHEMAS.update({
         "code": {"enum": ["ERR_WASH_TRADE_DETECTED", "ERR_CIRCULAR_FLOW"]},
         "fraud_type": {"enum": ["wash_trade", "circular"]}, "tx_hash": {"type": "string"},
         "log_index": {"type": "integer"}, "network": {"type": "string"}, "wallet_id": ID,
-        "wallet_address": {"type": "string"}, "amount_usd": _USD, "block_timestamp": TIMESTAMP}),
+        "wallet_address": {"type": "string"}, "amount_usd": _USD, "block_timestamp": TIMESTAMP,
+        "evidence": {"type": ["object", "null"], "description": (
+            "The funding trace's evidence (null for the pass-through rule): rule `funding_trace`, "
+            "inbound_tx_hash, self_funded_share (of the inbound transfer, 4 decimals), intermediaries, "
+            "and path: the transfers of the largest contribution from the user's wallet to the inbound "
+            "transfer (tx_hash, log_index, from_address, to_address, amount_usd, block_timestamp)"),
+            "properties": {
+                "rule": {"const": "funding_trace"}, "inbound_tx_hash": {"type": "string"},
+                "self_funded_share": NUMBER, "intermediaries": {"type": "integer", "minimum": 1},
+                "path": {"type": "array", "items": obj({
+                    "tx_hash": {"type": "string"}, "log_index": {"type": "integer"},
+                    "from_address": {"type": "string"}, "to_address": {"type": "string"},
+                    "amount_usd": _USD, "block_timestamp": TIMESTAMP})}}}},
+        required=["code", "fraud_type", "tx_hash", "log_index", "network", "wallet_id", "wallet_address",
+                  "amount_usd", "block_timestamp"]),
+    "FraudTrace": obj({
+        "window_days": {"type": "integer"}, "max_hops": {"type": "integer"},
+        "self_funded_share": {**NUMBER, "description": "an inbound transfer more than this share of which "
+                                                       "the user's own wallets funded is self-funded"},
+        "transfers_traced": {"type": "integer", "description": "inbound transfers whose funding was traced"},
+        "self_funded": {"type": "integer", "description": "of them, flagged self-funded"},
+        "fetch_cap_hit": {"type": "boolean", "description": "the addresses to fetch for the trace exceeded "
+                                                            "the per-VIP cap (funding_trace.max_addresses)"},
+        "untraced_count": {"type": "integer"},
+        "untraced": {"type": "array", "description": "addresses the trace met whose history was not "
+                                                     "fetched (the cap, or a fetch not done in time); "
+                                                     "at most 50", "items": obj({
+            "network": {"type": "string"}, "address": {"type": "string"},
+            "tx_hash": {"type": "string", "description": "the inbound transfer whose trace met it"}})}}),
     "VipReport": obj({
         "id": ID, "user_id": ID, "generated_at": NULLABLE_TIMESTAMP,
         "status": {"enum": ["verified", "partially_verified", "unverified", "pending", "error"]},
@@ -265,7 +293,14 @@ SCHEMAS.update({
         "error_code": {"type": ["string", "null"],
                        "description": "ERR_INSUFFICIENT_HISTORY for unverified; for error: "
                                       "ERR_VIP_GENERATION_FAILED, ERR_MISSING_WALLET, ERR_MISSING_PLATFORM"},
-    }),
+        "fraud_trace": {"oneOf": [ref("FraudTrace"), {"type": "null"}],
+                        "description": "what the funding trace covered (absent or null before a report "
+                                       "is made, and in reports made before the trace existed)"},
+    }, required=["id", "user_id", "generated_at", "status", "verified_monthly_income_usd", "income_currency",
+                 "verification_method", "data_source_type", "data_source_platform", "payroll_platform",
+                 "periods_verified", "periods_requested", "consistency_rate", "average_verified_amount",
+                 "income_variance", "verified_periods", "unverified_periods", "fraud_flags", "wallet_address",
+                 "network", "error_code"]),
     "Pillar": obj({"weight": NUMBER, "score": {"type": "integer", "minimum": 0, "maximum": 1000},
                    "weighted_contribution": {"type": "integer"}, "details": {"type": "object"},
                    "explanation": {"type": "string"}}),

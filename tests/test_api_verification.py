@@ -15,7 +15,7 @@ from vip.api.jsonio import dumps, loads
 from vip.clock import WallClock
 from vip.reports.vip_reports import request_report
 from vip.reports.worker import VipReportJob
-from vip.store.tables import chain_cursors, connections, outbox_events, users, vip_reports
+from vip.store.tables import chain_cursors, connections, outbox_events, users, vip_reports, watched_addresses
 
 EMPLOYER = "0x" + "e1" * 20
 
@@ -126,6 +126,10 @@ async def test_income_change_against_the_previous_vip_fires_an_event(api: ApiHar
     assert resp.status == 201, await resp.text()
     async with api.engine.begin() as conn:
         await conn.execute(insert(chain_cursors).values(network="local", chain_id=31337, block_number=1000))
+        # The payer's history, as the indexer leaves it once the funding trace has fetched it.
+        await conn.execute(insert(watched_addresses).values(
+            network="local", address=EMPLOYER, reason="counterparty", start_time=now - timedelta(days=120),
+            backfill_done_at=now))
         org = (await conn.execute(select(users.c.organisation_id).where(users.c.id == user))).scalar_one()
     job = VipReportJob(api.settings, api.engine, FixedClock(now), load_platforms())
     ids = []

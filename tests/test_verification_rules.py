@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,13 +15,13 @@ from hypothesis import strategies as st
 from vip.verification.cashflow import Obligation, average_balance, obligations
 from vip.verification.classify import classify
 from vip.verification.config import (
-    CircularFlowConfig,
+    FundingTraceConfig,
     MatchingConfig,
     ScoringConfig,
     VerificationConfig,
     WashTradeConfig,
 )
-from vip.verification.fraud import TransferGraph, find_circular_flows, find_wash_trades, within
+from vip.verification.fraud import FundingLedger, find_wash_trades, trace_funding, within
 from vip.verification.matching import tier, variance
 from vip.verification.model import (
     CIRCULAR_FLOW,
@@ -152,12 +153,25 @@ def test_honest_salary_and_spending_is_never_flagged(salary, spends):
     transfers += [c.t(ME, addr(1000 + shop), amount, T0 + timedelta(hours=h)) for shop, amount, h in spends]
     transfers.sort(key=lambda t: t.timestamp)
     assert find_wash_trades(ME, transfers, WashTradeConfig()) == set()
-    graph = TransferGraph(transfers)
-    assert find_circular_flows(frozenset({ME}), graph, [t for t in transfers if t.from_address == ME],
-                               CircularFlowConfig()) == set()
+    ledger = FundingLedger(transfers, 64)
+    assert all(not trace_funding(t, ledger, {ME}, FundingTraceConfig()).path
+               for t in transfers if t.to_address == ME)
 
 
-# --- circular flows ---------------------------------------------------------------------------------------
+def test_a_refund_or_a_repaid_loan_is_not_a_pass_through():
+    """The user's money first, then the same amount back: the value returning was theirs (the trace
+    decides whether it may pass for income), not a pass-through."""
+    c = Chain()
+    shop = addr(7)
+    refund = [c.t(ME, shop, 250 * USDC, T0), c.t(shop, ME, 250 * USDC, T0 + timedelta(days=2))]
+    assert find_wash_trades(ME, refund, WashTradeConfig()) == set()
+
+
+# --- the funding trace -------------------------------------------------------------------------------------
+
+def traced(transfers, inbound, home=frozenset({ME}), config=None, known=None):
+    return trace_funding(inbound, FundingLedger(transfers, 64), home, config or FundingTraceConfig(), known)
+
 
 def test_circle_through_two_intermediaries():
     c = Chain()
@@ -166,39 +180,69 @@ def test_circle_through_two_intermediaries():
     hop = c.t(a, b, 2990 * USDC, T0 + timedelta(hours=5))
     back = c.t(b, ME, 2980 * USDC, T0 + timedelta(days=1))
     noise = [c.t(a, addr(50), 10 * USDC, T0 + timedelta(hours=1)), c.t(addr(51), b, 3000 * USDC, T0)]
-    found = find_circular_flows(frozenset({ME}), TransferGraph([out, hop, back, *noise]), [out],
-                                CircularFlowConfig())
-    assert found == {(ME, out.key), (ME, back.key)}
+    funding = traced([out, hop, back, *noise], back)
+    # b held 3,000 of addr(51)'s before a's 2,990 arrived: the payment takes the last in first.
+    assert funding.path == (out, hop, back) and funding.intermediaries == 2
+    assert funding.share == 1 and funding.self_funded(FundingTraceConfig())
 
 
-@pytest.mark.parametrize("intermediaries", [2, 3])
-def test_circle_of_two_or_three_intermediaries_is_found_four_is_not(intermediaries):
+@pytest.mark.parametrize("intermediaries", [1, 2, 3, 4])
+def test_own_money_back_through_up_to_max_hops_intermediaries_is_found_five_is_not(intermediaries):
     c = Chain()
     path = [ME] + [addr(10 + i) for i in range(intermediaries)] + [ME]
     hops = [c.t(path[i], path[i + 1], 1000 * USDC, T0 + timedelta(hours=i)) for i in range(len(path) - 1)]
-    found = find_circular_flows(frozenset({ME}), TransferGraph(hops), [hops[0]], CircularFlowConfig())
-    assert found == {(ME, hops[0].key), (ME, hops[-1].key)}
+    funding = traced(hops, hops[-1])
+    assert funding.path == tuple(hops) and funding.intermediaries == intermediaries
     c2 = Chain()
-    long_path = [ME] + [addr(20 + i) for i in range(4)] + [ME]
+    long_path = [ME] + [addr(20 + i) for i in range(5)] + [ME]
     long_hops = [c2.t(long_path[i], long_path[i + 1], 1000 * USDC, T0 + timedelta(hours=i))
                  for i in range(len(long_path) - 1)]
-    assert find_circular_flows(frozenset({ME}), TransferGraph(long_hops), [long_hops[0]],
-                               CircularFlowConfig()) == set()
+    assert traced(long_hops, long_hops[-1]).path == ()
 
 
-def test_circle_needs_matching_amounts_order_and_window():
+def test_trace_follows_money_not_amounts_within_the_window_only():
     c = Chain()
     a, b = addr(1), addr(2)
     out = c.t(ME, a, 3000 * USDC, T0)
-    cases = {
-        "amount drifts": [c.t(a, b, 2000 * USDC, T0 + timedelta(hours=1)),
-                          c.t(b, ME, 2000 * USDC, T0 + timedelta(hours=2))],
-        "too late": [c.t(a, b, 3000 * USDC, T0 + timedelta(days=6)),
-                     c.t(b, ME, 3000 * USDC, T0 + timedelta(days=8))],
-    }
-    for hops in cases.values():
-        assert find_circular_flows(frozenset({ME}), TransferGraph([out, *hops]), [out],
-                                   CircularFlowConfig()) == set()
+    # Another amount: 2,000 of the 3,000 goes round, all of it the user's.
+    part = [c.t(a, b, 2000 * USDC, T0 + timedelta(days=6)), c.t(b, ME, 2000 * USDC, T0 + timedelta(days=20))]
+    assert traced([out, *part], part[-1]).share == 1
+    # Back 31 days after it left: outside the 30-day window.
+    late = [c.t(a, b, 3000 * USDC, T0 + timedelta(days=6)), c.t(b, ME, 3000 * USDC, T0 + timedelta(days=31))]
+    assert traced([out, *late], late[-1]).share == 0
+
+
+def test_a_busy_hub_passes_on_only_what_reached_it_last():
+    """A hub that receives from thousands: the user's deposit funds a payment only when it is what the
+    hub received last before it, and only as much of it as the payment carries."""
+    c = Chain()
+    hub = addr(0x40B)
+    deposit = c.t(ME, hub, 5000 * USDC, T0)
+    others = [c.t(addr(1000 + i), hub, 900 * USDC, T0 + timedelta(minutes=1 + i)) for i in range(10)]
+    payout = c.t(hub, ME, 5000 * USDC, T0 + timedelta(hours=1))
+    assert traced([deposit, *others, payout], payout).share == 0
+    # Straight through the hub: the deposit is the last money in.
+    c2 = Chain()
+    before = [c2.t(addr(1000 + i), hub, 900 * USDC, T0 + timedelta(minutes=i)) for i in range(10)]
+    deposit = c2.t(ME, hub, 5000 * USDC, T0 + timedelta(hours=1))
+    payout = c2.t(hub, ME, 5000 * USDC, T0 + timedelta(hours=1, seconds=12))
+    funding = traced([*before, deposit, payout], payout)
+    assert funding.share == 1 and funding.path == (deposit, payout)
+    # A payout larger than the deposit: the user's part only.
+    c3 = Chain()
+    deposit3 = c3.t(ME, hub, 5000 * USDC, T0)
+    filler = c3.t(addr(77), hub, 2000 * USDC, T0 - timedelta(hours=1))
+    bigger = c3.t(hub, ME, 7000 * USDC, T0 + timedelta(minutes=1))
+    assert traced([filler, deposit3, bigger], bigger).share == Fraction(5, 7)
+
+
+def test_an_address_not_fetched_is_named_not_guessed():
+    c = Chain()
+    a, b = addr(1), addr(2)
+    hops = [c.t(ME, a, 1000 * USDC, T0), c.t(a, b, 1000 * USDC, T0 + timedelta(hours=1)),
+            c.t(b, ME, 1000 * USDC, T0 + timedelta(hours=2))]
+    funding = traced(hops, hops[-1], known={ME, b})
+    assert funding.share == 0 and funding.untraced == {a}
 
 
 # --- matching and the VIP ----------------------------------------------------------------------------------

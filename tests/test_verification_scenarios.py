@@ -11,6 +11,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from eth_account import Account
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -19,6 +20,7 @@ from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import running_indexer, wait_synced
 from tests.support.platforms import load_platforms
 from tests.support.verification import USDC, Borrower, month_after, months_after, new_borrower, noon
+from tests.support.wallets import connect
 from vip.clock import clock_for
 from vip.reports.worker import VipReportJob
 from vip.store.tables import vip_reports
@@ -284,3 +286,111 @@ async def test_a_vip_waits_for_the_wallets_own_history(harness, chain):
             await asyncio.sleep(0.1)
     status, body = await b.get("/v1/vip-report", user_id=b.user_id)
     assert body["vip_report"]["status"] == "verified" and body["vip_report"]["periods_verified"] == 6
+
+
+async def test_own_money_paid_back_as_salary_by_the_payer_the_records_name_is_never_income(harness, chain):
+    """The issue's borrower: each month they send their own money out, it comes back through two other
+    addresses as "salary", and the platform's records name the last of them as the payer. Every month is
+    self-funded: flagged circular with the path as evidence, and not one period verifies."""
+    api, url = harness
+    b = await new_borrower(api, chain)
+    days = months_after(b.start, 3)
+    first, payer = b.others[1], b.others[2]
+    loops = []
+    for day in days:
+        out = b.pay("USDC", b.wallet, first, int(SALARY * USDC), noon(day) - timedelta(days=3))
+        hop = b.pay("USDC", first, payer, int(SALARY * USDC), noon(day) - timedelta(days=1))
+        back = b.pay("USDC", payer, b.wallet, int(SALARY * USDC), noon(day))
+        loops.append((out, hop, back))
+    b.settle(noon(month_after(days[-1])) + timedelta(days=1))
+    await b.push_records([(d, SALARY) for d in days], origin=payer)
+    vip = await run_vip(b, url, lookback_months=3)
+    assert vip["status"] == "unverified" and vip["periods_verified"] == 0
+    assert all("ERR_CIRCULAR_FLOW" in p["reason_codes"] for p in vip["unverified_periods"])
+    flagged = {f["tx_hash"]: f for f in vip["fraud_flags"]}
+    assert set(flagged) == {h for out, _, back in loops for h in (out, back)}
+    for out, hop, back in loops:
+        evidence = flagged[back]["evidence"]
+        assert flagged[back]["fraud_type"] == "circular" and evidence["rule"] == "funding_trace"
+        assert evidence["self_funded_share"] == 1 and evidence["intermediaries"] == 2
+        assert [step["tx_hash"] for step in evidence["path"]] == [out, hop, back]
+        assert [step["from_address"] for step in evidence["path"]] == [b.wallet, first, payer]
+        assert all(step["amount_usd"] == SALARY for step in evidence["path"])
+    trace = vip["fraud_trace"]
+    assert trace["self_funded"] == 3 and trace["fetch_cap_hit"] is False and trace["untraced"] == []
+    assert {t["classification"] for t in await txs(b, include_filtered="true")
+            if t["tx_hash"] in flagged} == {"circular"}
+    status, body = await b.get("/v1/risk-score", user_id=b.user_id)
+    assert status == 422 and body["error"]["code"] == "ERR_INSUFFICIENT_HISTORY"
+
+
+async def test_money_parked_for_weeks_then_paid_back_as_salary_is_a_wash_and_refunds_stay_clean(harness,
+                                                                                                 chain):
+    """One intermediary, the money parked there for three weeks before it comes back as the recorded
+    salary: wash_trade. A refund of a purchase (the user's money back, no record claims it) is not."""
+    api, url = harness
+    b = await new_borrower(api, chain)
+    days = months_after(b.start, 2)
+    parking, shop = b.others[1], b.others[2]
+    honest = b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(days[0]))
+    bought = b.pay("USDC", b.wallet, shop, 250 * USDC, noon(days[0]) + timedelta(days=1))
+    refund = b.pay("USDC", shop, b.wallet, 250 * USDC, noon(days[0]) + timedelta(days=3))
+    parked = b.pay("USDC", b.wallet, parking, int(SALARY * USDC), noon(days[1]) - timedelta(days=21))
+    back = b.pay("USDC", parking, b.wallet, int(SALARY * USDC), noon(days[1]))
+    b.settle(noon(month_after(days[-1])) + timedelta(days=1))
+    await b.push_records([(days[0], SALARY)])
+    await b.push_records([(days[1], SALARY)], platform="paystream-2", origin=parking)
+    vip = await run_vip(b, url, lookback_months=2)
+    assert vip["status"] == "partially_verified" and vip["periods_verified"] == 1
+    assert [p["tx_hash"] for p in vip["verified_periods"]] == [honest]
+    assert {(f["tx_hash"], f["fraud_type"]) for f in vip["fraud_flags"]} == {(parked, "wash_trade"),
+                                                                              (back, "wash_trade")}
+    evidence = next(f["evidence"] for f in vip["fraud_flags"] if f["tx_hash"] == back)
+    assert [s["tx_hash"] for s in evidence["path"]] == [parked, back] and evidence["intermediaries"] == 1
+    listed = {t["tx_hash"]: t for t in await txs(b)}
+    assert listed[refund]["classification"] == "unknown" and listed[bought]["classification"] == "p2p"
+    assert listed[refund]["fraud_flags"] == ["ERR_UNVERIFIED_SOURCE"]
+
+
+async def test_money_from_the_users_second_wallet_back_as_salary_is_a_wash(harness, chain):
+    """Several wallets of one user: the money leaves the second connected wallet and comes back into the
+    first through the address the records name. Every one of the user's active wallets counts as theirs."""
+    api, url = harness
+    b = await new_borrower(api, chain)
+    second = Account.from_key(chain.node.private_keys[9])
+    await connect(api, b.user_id, second)
+    second_address = second.address.lower()
+    days = months_after(b.start, 2)
+    payer = b.others[1]
+    honest = b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(days[0]))
+    out = b.pay("USDC", second_address, payer, int(SALARY * USDC), noon(days[1]) - timedelta(days=4))
+    back = b.pay("USDC", payer, b.wallet, int(SALARY * USDC), noon(days[1]))
+    b.settle(noon(month_after(days[-1])) + timedelta(days=1))
+    await b.push_records([(days[0], SALARY)])
+    await b.push_records([(days[1], SALARY)], platform="paystream-2", origin=payer)
+    vip = await run_vip(b, url, lookback_months=2)
+    assert vip["status"] == "partially_verified"
+    assert [p["tx_hash"] for p in vip["verified_periods"]] == [honest]
+    flags = {f["tx_hash"]: f for f in vip["fraud_flags"]}
+    assert set(flags) == {out, back} and {f["fraud_type"] for f in flags.values()} == {"wash_trade"}
+    assert flags[out]["wallet_address"] == second_address
+    assert [s["from_address"] for s in flags[back]["evidence"]["path"]] == [second_address, payer]
+
+
+async def test_rent_to_a_coworker_and_a_payroll_fee_stay_clean(harness, chain):
+    """Honest look-alikes on the chain: the borrower pays rent to a landlord whom the same employer pays,
+    and a small fee into the employer's wallet before payday; the salaries verify, nothing is flagged."""
+    api, url = harness
+    b = await new_borrower(api, chain)
+    days = months_after(b.start, 3)
+    landlord = b.others[2]
+    for day in days:
+        b.pay("USDC", b.employer, landlord, 3000 * USDC, noon(day) - timedelta(days=10))
+        b.pay("USDC", b.wallet, landlord, 1500 * USDC, noon(day) - timedelta(days=9))
+        b.pay("USDC", b.wallet, b.employer, 40 * USDC, noon(day) - timedelta(hours=6))
+        b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(day))
+    b.settle(noon(month_after(days[-1])) + timedelta(days=1))
+    await b.push_records([(d, SALARY) for d in days])
+    vip = await run_vip(b, url, lookback_months=3)
+    assert vip["status"] == "verified" and vip["periods_verified"] == 3
+    assert vip["fraud_flags"] == [] and vip["fraud_trace"]["self_funded"] == 0

@@ -19,16 +19,25 @@ class WashTradeConfig(_Strict):
     max_net_fraction: Decimal = Field(default=Decimal("0.10"), ge=0, le=1)
 
 
+class FundingTraceConfig(_Strict):
+    """Where income money came from (docs/verification.md, "The funding trace")."""
+
+    # Money counts as the user's when it left one of their wallets at most this long before the inbound
+    # transfer traced, through at most `max_hops` intermediaries.
+    window_days: int = Field(default=30, ge=1)
+    max_hops: int = Field(default=4, ge=1, le=8)
+    # An inbound transfer more than this share of which the user's wallets funded is self-funded.
+    self_funded_share: Decimal = Field(default=Decimal("0.5"), ge=0, lt=1)
+    # A payment is attributed to at most this many inflows of its payer (the rest counts as untraced).
+    max_pieces: int = Field(default=64, ge=1)
+    # At most this many inflows are visited tracing one inbound transfer (bounds a trace through hubs).
+    max_steps: int = Field(default=20000, ge=1)
+    # At most this many addresses per VIP and network have their transfers fetched for the trace.
+    max_addresses: int = Field(default=200, ge=1)
+
+
 class CircularFlowConfig(_Strict):
-    window_days: int = Field(default=7, ge=1)
-    max_intermediaries: int = Field(default=3, ge=1, le=3)
-    # Each hop carries the first hop's amount within this fraction (fees, small skims).
-    amount_tolerance: Decimal = Field(default=Decimal("0.05"), ge=0, le=1)
-    # At most this many onward transfers are followed from each address (bounds the search).
-    max_fanout: int = Field(default=20, ge=1)
-    # At most this many counterparties of a wallet have their transfers fetched before verification.
-    max_counterparties: int = Field(default=200, ge=1)
-    # Verification waits at most this long for the counterparties' backfills, then runs on what it has.
+    # Verification waits at most this long for the trace's fetches (backfills), then runs on what it has.
     fetch_wait_s: float = Field(default=120.0, ge=0)
 
 
@@ -74,6 +83,7 @@ class ScoringConfig(_Strict):
 
 class VerificationConfig(_Strict):
     wash_trade: WashTradeConfig = WashTradeConfig()
+    funding_trace: FundingTraceConfig = FundingTraceConfig()
     circular_flow: CircularFlowConfig = CircularFlowConfig()
     matching: MatchingConfig = MatchingConfig()
     scoring: ScoringConfig = ScoringConfig()

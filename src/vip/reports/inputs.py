@@ -113,25 +113,38 @@ async def transfers_touching(conn: AsyncConnection, network: str, addresses: Seq
     return out
 
 
-def counterparties(own: Iterable[Transfer], home: set[str], excluded: set[str], limit: int) -> list[str]:
-    """The wallet's most frequent counterparties (at most `limit`), never hubs such as DEX pools or the
-    platforms' payout wallets (`excluded`)."""
+def payers(transfers: Iterable[Transfer], to: set[str], excluded: set[str]) -> list[str]:
+    """The addresses that paid into `to` (most frequent first, then by address), never `excluded`."""
     counts: Counter[str] = Counter()
-    for t in own:
-        other = t.to_address if t.from_address in home else t.from_address
-        if other not in home and other not in excluded:
-            counts[other] += 1
-    return [address for address, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
+    for t in transfers:
+        if t.to_address in to and t.from_address not in excluded:
+            counts[t.from_address] += 1
+    return [address for address, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-async def watch_counterparties(conn: AsyncConnection, network: str, addresses: Iterable[str],
-                               since: datetime) -> int:
-    """Ask the indexer for the counterparties' transfers from `since` (a backfill each); returns how many
-    were new to the watch set."""
+async def watch_missing(conn: AsyncConnection, network: str, addresses: Sequence[str],
+                        since: datetime) -> int:
+    """Ask the indexer for the history from `since` of those of `addresses` it does not watch yet (a
+    backfill each); returns how many. One already watched (a counterparty, another user's wallet) is
+    left as it is."""
+    if not addresses:
+        return 0
+    watched = set(await conn.scalars(select(watched_addresses.c.address).where(
+        watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)))))
     added = 0
     for address in addresses:
-        added += await add_watched_address(conn, network, address, "counterparty", start_time=since)
+        if address not in watched:
+            added += await add_watched_address(conn, network, address, "counterparty", start_time=since)
     return added
+
+
+async def backfilled(conn: AsyncConnection, network: str, addresses: Sequence[str]) -> set[str]:
+    """Those of `addresses` watched with their history backfilled."""
+    if not addresses:
+        return set()
+    return set(await conn.scalars(select(watched_addresses.c.address).where(
+        watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)),
+        watched_addresses.c.backfill_done_at.is_not(None))))
 
 
 async def pending_backfills(conn: AsyncConnection, network: str, addresses: Sequence[str]) -> int:

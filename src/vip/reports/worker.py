@@ -1,11 +1,13 @@
 """The daemon's VIP generation job: takes due `pending` VIP reports (FOR UPDATE SKIP LOCKED, so several
-daemons share them), makes sure the counterparties' transfers are indexed, runs the pure verification
-pipeline and stores the report, the transfer labels and the events in one transaction."""
+daemons share them), makes sure the transfers the funding trace needs are indexed (the payers of the
+wallets' inflows, then theirs, hop by hop, at most `funding_trace.max_addresses` per network), runs the
+pure verification pipeline and stores the report, the transfer labels and the events in one transaction."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import defaultdict
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -22,6 +24,7 @@ from vip.reports import vip_reports
 from vip.run_loop import run_steps
 from vip.store.outbox import record_event
 from vip.verification.cashflow import average_balance, obligations
+from vip.verification.fraud import ZERO_ADDRESS, FundingLedger
 from vip.verification.model import EXACT, FRAUD_TYPES, Transfer, TransferKey
 from vip.verification.pipeline import Outcome, Wallet, verify, vip_report
 from vip.verification.profile import income_change, lookback_periods, usd
@@ -31,9 +34,14 @@ log = structlog.get_logger(__name__)
 JOB = "vip_report"
 GENERATION_FAILED = "ERR_VIP_GENERATION_FAILED"
 RETRY_DELAY = timedelta(seconds=30)
+# Per payment traced, the trace's fetch also follows this many of the payer's largest inflows in the
+# window before it (the pool accounting may find the user's money there), besides what last in first out
+# attributes the payment to.
+POOL_FOLLOW = 16
 FRAUD_DETAILS = {
-    "wash_trade": "value returned to the counterparty it came from within the wash-trade window",
-    "circular": "funds left the wallet and came back through intermediaries within the window",
+    "wash_trade": "the user's own money came back through one intermediary, or value returned to the "
+                  "counterparty it came from within the wash-trade window",
+    "circular": "the user's own money left the wallet and came back through two or more intermediaries",
 }
 
 
@@ -107,12 +115,11 @@ class VipReportJob:
             code = "ERR_MISSING_WALLET" if not wallets else "ERR_MISSING_PLATFORM"
             await vip_reports.fail(conn, row, error_code=code, retry_at=None, now=now)
             return "error"
-        since = start - timedelta(days=config.matching.days_before + config.circular_flow.window_days)
+        trace = config.funding_trace
+        since = start - timedelta(days=config.matching.days_before + trace.window_days)
         finals = await inputs.final_blocks(conn, self.settings, {w.network for w in wallets})
-        excluded = {a for p in platforms for a in p.whitelist} | {r.from_reference for r in records
-                                                                  if r.from_reference}
         # The wallets' own history first: a report made while a just-connected wallet is still being
-        # backfilled would miss its payouts (and its counterparties). It waits, however long that takes:
+        # backfilled would miss its payouts (and its payers). It waits, however long that takes:
         # a wrong report is worse than a late one (the job-queue-age alert watches the wait).
         for network in sorted({w.network for w in wallets}):
             if await inputs.pending_backfills(conn, network, sorted(w.address for w in wallets
@@ -120,57 +127,110 @@ class VipReportJob:
                 await vip_reports.postpone(conn, row.id, now)
                 return None
         own: dict[str, list[Transfer]] = {}
-        parties: dict[str, list[str]] = {}
+        wanted: dict[str, list[str]] = {}
+        fetched: dict[str, list[Transfer]] = {}
+        capped: set[str] = set()
         for network in sorted({w.network for w in wallets}):
             if network not in finals:
                 continue
             home = {w.address for w in wallets if w.network == network}
             own[network] = await inputs.transfers_touching(conn, network, sorted(home), since,
                                                            finals[network])
-            hubs = excluded | set(config.dex_addresses.get(network, ())) | set(
-                config.lending_addresses.get(network, ()))
-            parties[network] = inputs.counterparties(own[network], home, hubs,
-                                                     config.circular_flow.max_counterparties)
+            wanted[network], fetched[network], hit = await self._trace_frontier(
+                conn, network, home, own[network], since, finals[network])
+            if hit:
+                capped.add(network)
 
-        ready = await self._counterparties_ready(conn, row, parties, since, bound)
+        ready = await self._trace_ready(conn, row, wanted, since, bound)
         if ready is not True:
             # Behind every report due before now, so one waiting report never holds up the others.
             await vip_reports.postpone(conn, row.id, now)
             return ready  # "fetching" counts as work done; "waiting" lets the worker idle
 
         transfers: list[Transfer] = []
+        known: dict[str, set[str]] = {}
         for network, items in own.items():
             seen = {t.key for t in items}
-            extra = await inputs.transfers_touching(conn, network, parties[network], since, finals[network])
-            transfers += items + [t for t in extra if t.key not in seen]
-        outcome = verify(wallets, transfers, records, platforms, periods, config)
+            transfers += items + [t for t in fetched[network] if t.key not in seen]
+            known[network] = {w.address for w in wallets if w.network == network} | await inputs.backfilled(
+                conn, network, wanted[network])
+        outcome = verify(wallets, transfers, records, platforms, periods, config, known=known, capped=capped)
         await self._store_labels(conn, row, outcome, now)
         cashflow = await self._cashflow(conn, wallets, outcome, periods, start, min(now, end))
-        body = vip_report(outcome, vip_id=row.id, user_id=row.user_id, generated_at=now)
+        body = vip_report(outcome, vip_id=row.id, user_id=row.user_id, generated_at=now, config=config)
         await vip_reports.finish(conn, row, body, cashflow, now)
         await self._income_change(conn, row, body, now)
         return body["status"]
 
-    async def _counterparties_ready(self, conn, row, parties: dict[str, list[str]], since: datetime,
-                                    bound) -> bool | str | None:
-        """True when the counterparties' transfers are indexed. Otherwise asks the indexer for them once
-        ("fetching") or keeps waiting (None), at most `fetch_wait_s` of wall-clock time."""
-        wall = datetime.now(UTC)
-        if row.fetch_requested_at is None:
-            added = 0
-            for network, addresses in parties.items():
-                added += await inputs.watch_counterparties(conn, network, addresses, since)
-            await vip_reports.mark_fetch_requested(conn, row.id, wall)
-            if added:
-                bound.info("fetching counterparties' transfers", counterparties=added)
-                return "fetching"
-        elif (wall - row.fetch_requested_at).total_seconds() >= self.config.circular_flow.fetch_wait_s:
-            bound.warning("counterparty backfills still running; verifying with what is indexed")
-            return True
-        return True if await self._backfills_done(conn, parties) else None
+    async def _trace_frontier(self, conn: AsyncConnection, network: str, home: set[str], own: list[Transfer],
+                              since: datetime, final: int) -> tuple[list[str], list[Transfer], bool]:
+        """The addresses the funding trace needs fetched, the transfers of them indexed now, and whether
+        the `max_addresses` cap cut the list. Level by level, as far as what is indexed now shows: the
+        payers into the wallets; then, in each payer's history, the senders of the inflows that funded
+        those payments (the trace's own last-in-first-out attribution: a busy payer adds only the few
+        senders whose money reached it last before it paid the user, not its thousands), and so on
+        `max_hops` deep. No address is left out but the zero address, whose transfers are mints."""
+        trace = self.config.funding_trace
+        window = timedelta(days=trace.window_days)
+        wanted: list[str] = []
+        fetched: list[Transfer] = []
+        excluded = set(home) | {ZERO_ADDRESS}
+        payments = [t for t in own if t.to_address in home and t.from_address not in excluded]
+        capped = False
+        for hop in range(1, trace.max_hops + 1):
+            level = inputs.payers(payments, {t.to_address for t in payments}, excluded)
+            room = trace.max_addresses - len(wanted)
+            if len(level) > room:
+                capped, level = True, level[:room]
+            if not level:
+                break
+            wanted += level
+            excluded |= set(level)
+            fetched += await inputs.transfers_touching(conn, network, level, since, final)
+            if hop == trace.max_hops:
+                break
+            ledger = FundingLedger([*own, *fetched], trace.max_pieces)
+            chosen = set(level)
+            received: dict[str, list[Transfer]] = defaultdict(list)
+            for t in fetched:
+                if t.to_address in chosen:
+                    received[t.to_address].append(t)
+            following: dict[TransferKey, Transfer] = {}
+            for p in payments:
+                if p.from_address not in chosen:
+                    continue
+                # What last in first out attributes the payment to, and (for the pool) the largest
+                # inflows of the payer in the window before it.
+                before = [t for t in received[p.from_address]
+                          if t.order < p.order and t.timestamp >= p.timestamp - window]
+                largest = sorted(before, key=lambda t: (-t.amount, t.order))[:POOL_FOLLOW]
+                for inflow in [*(i for i, _ in ledger.pieces(p)), *largest]:
+                    if inflow.timestamp >= p.timestamp - window and inflow.from_address not in home:
+                        following[inflow.key] = inflow
+            payments = list(following.values())
+        return wanted, fetched, capped
 
-    async def _backfills_done(self, conn, parties: dict[str, list[str]]) -> bool:
-        for network, addresses in parties.items():
+    async def _trace_ready(self, conn, row, wanted: dict[str, list[str]], since: datetime,
+                           bound) -> bool | str | None:
+        """True when the history of every address the trace needs is indexed. Otherwise asks the indexer
+        for the ones it does not watch yet ("fetching": a run after their backfills may find the next
+        hop's) or keeps waiting (None), at most `fetch_wait_s` of wall-clock time after the first ask."""
+        wall = datetime.now(UTC)
+        added = 0
+        for network, addresses in wanted.items():
+            added += await inputs.watch_missing(conn, network, addresses, since)
+        if row.fetch_requested_at is None:
+            await vip_reports.mark_fetch_requested(conn, row.id, wall)
+        elif (wall - row.fetch_requested_at).total_seconds() >= self.config.circular_flow.fetch_wait_s:
+            bound.warning("trace backfills still running; verifying with what is indexed")
+            return True
+        if added:
+            bound.info("fetching the trace's addresses", addresses=added)
+            return "fetching"
+        return True if await self._backfills_done(conn, wanted) else None
+
+    async def _backfills_done(self, conn, wanted: dict[str, list[str]]) -> bool:
+        for network, addresses in wanted.items():
             if await inputs.pending_backfills(conn, network, addresses):
                 return False
         return True
