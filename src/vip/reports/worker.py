@@ -34,6 +34,8 @@ log = structlog.get_logger(__name__)
 JOB = "vip_report"
 GENERATION_FAILED = "ERR_VIP_GENERATION_FAILED"
 RETRY_DELAY = timedelta(seconds=30)
+# `_trace_ready` gave up waiting for the trace's backfills: verify with what is indexed, as it is.
+TIMED_OUT = "timed_out"
 # Per payment traced, the trace's fetch also follows this many of the payer's largest inflows in the
 # window before it (the pool accounting may find the user's money there), besides what last in first out
 # attributes the payment to.
@@ -126,26 +128,20 @@ class VipReportJob:
                                                                     if w.network == network)):
                 await vip_reports.postpone(conn, row.id, now)
                 return None
-        own: dict[str, list[Transfer]] = {}
-        wanted: dict[str, list[str]] = {}
-        fetched: dict[str, list[Transfer]] = {}
-        capped: set[str] = set()
-        for network in sorted({w.network for w in wallets}):
-            if network not in finals:
-                continue
-            home = {w.address for w in wallets if w.network == network}
-            own[network] = await inputs.transfers_touching(conn, network, sorted(home), since,
-                                                           finals[network])
-            wanted[network], fetched[network], hit = await self._trace_frontier(
-                conn, network, home, own[network], since, finals[network])
-            if hit:
-                capped.add(network)
-
+        own, wanted, fetched, capped = await self._collect(conn, wallets, finals, since)
         ready = await self._trace_ready(conn, row, wanted, since, bound)
-        if ready is not True:
+        if ready is not True and ready != TIMED_OUT:
             # Behind every report due before now, so one waiting report never holds up the others.
             await vip_reports.postpone(conn, row.id, now)
             return ready  # "fetching" counts as work done; "waiting" lets the worker idle
+        if ready is True:
+            # The histories above were read before the backfills were seen finished, and one may have
+            # committed in between: read them again, now that each is complete, and go round once more
+            # if the money leads to an address not fetched yet.
+            own, again, fetched, capped = await self._collect(conn, wallets, finals, since)
+            if any(set(addresses) - set(wanted.get(network, [])) for network, addresses in again.items()):
+                await vip_reports.postpone(conn, row.id, now)
+                return "fetching"
 
         transfers: list[Transfer] = []
         known: dict[str, set[str]] = {}
@@ -161,6 +157,27 @@ class VipReportJob:
         await vip_reports.finish(conn, row, body, cashflow, now)
         await self._income_change(conn, row, body, now)
         return body["status"]
+
+    async def _collect(self, conn: AsyncConnection, wallets: list[Wallet], finals: dict[str, int],
+                       since: datetime) -> tuple[dict[str, list[Transfer]], dict[str, list[str]],
+                                                 dict[str, list[Transfer]], set[str]]:
+        """Per network: the wallets' own transfers, the addresses the trace wants, their transfers indexed
+        now; and the networks where the cap cut the trace."""
+        own: dict[str, list[Transfer]] = {}
+        wanted: dict[str, list[str]] = {}
+        fetched: dict[str, list[Transfer]] = {}
+        capped: set[str] = set()
+        for network in sorted({w.network for w in wallets}):
+            if network not in finals:
+                continue
+            home = {w.address for w in wallets if w.network == network}
+            own[network] = await inputs.transfers_touching(conn, network, sorted(home), since,
+                                                           finals[network])
+            wanted[network], fetched[network], hit = await self._trace_frontier(
+                conn, network, home, own[network], since, finals[network])
+            if hit:
+                capped.add(network)
+        return own, wanted, fetched, capped
 
     async def _trace_frontier(self, conn: AsyncConnection, network: str, home: set[str], own: list[Transfer],
                               since: datetime, final: int) -> tuple[list[str], list[Transfer], bool]:
@@ -214,7 +231,8 @@ class VipReportJob:
                            bound) -> bool | str | None:
         """True when the history of every address the trace needs is indexed. Otherwise asks the indexer
         for the ones it does not watch yet ("fetching": a run after their backfills may find the next
-        hop's) or keeps waiting (None), at most `fetch_wait_s` of wall-clock time after the first ask."""
+        hop's) or keeps waiting (None), at most `fetch_wait_s` of wall-clock time after the first ask
+        (then TIMED_OUT: verify with what is indexed)."""
         wall = datetime.now(UTC)
         added = 0
         for network, addresses in wanted.items():
@@ -223,7 +241,7 @@ class VipReportJob:
             await vip_reports.mark_fetch_requested(conn, row.id, wall)
         elif (wall - row.fetch_requested_at).total_seconds() >= self.config.circular_flow.fetch_wait_s:
             bound.warning("trace backfills still running; verifying with what is indexed")
-            return True
+            return TIMED_OUT
         if added:
             bound.info("fetching the trace's addresses", addresses=added)
             return "fetching"
