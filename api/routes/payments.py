@@ -39,7 +39,8 @@ def _checksummed(value: str) -> str:
 
 class CreatePaymentIntent(Body):
     user_id: str = Field(min_length=1, max_length=100)
-    amount_usd: Decimal = Field(description="USD, > 0, at most 6 decimals, at most the configured maximum")
+    amount_usd: Decimal = Field(description="USD, > 0, at most 6 decimals, at most the configured maximum",
+                                json_schema_extra={"exclusiveMinimum": 0})
     token: str = Field(default="USDC", pattern=r"^(USDC|USDT)$")
     network: str = Field(min_length=1, max_length=50)
     recipient_wallet: str = Field(pattern=ADDRESS_PATTERN,
