@@ -189,15 +189,10 @@ def _problem(exc: Exception) -> str:
 # --- the exchange and the pull ------------------------------------------------------------------------------
 
 
-async def exchange_code(session: aiohttp.ClientSession, platform: PlatformConfig, code: str,
-                        redirect_uri: str) -> Grant:
-    """Trade the authorization code for an access token (RFC 6749 4.1.3, client secret in the body).
-
-    A code the platform refuses is 400 ERR_OAUTH_CODE_INVALID; a platform that refuses our client
-    credentials, throttles, fails, is slow or answers nonsense is 502 ERR_PLATFORM_SYNC_FAILED.
-    """
-    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri,
-            "client_id": platform.client_id, "client_secret": platform.client_secret.get_secret_value()}
+async def _post_token(session: aiohttp.ClientSession, platform: PlatformConfig, form: dict[str, str],
+                      what: str) -> tuple[int, Any, str | None]:
+    """POST a grant to the platform's token endpoint: (HTTP status, the JSON answer or None, its OAuth
+    `error` code or None). A failed connection or a time-out is 502 ERR_PLATFORM_SYNC_FAILED."""
     try:
         async with session.post(platform.token_url, data=form, allow_redirects=False,
                                 headers={"Accept": "application/json"},
@@ -208,9 +203,21 @@ async def exchange_code(session: aiohttp.ClientSession, platform: PlatformConfig
             except ValueError:
                 payload = None
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise sync_failed(platform, f"token exchange {_problem(exc)}") from exc
+        raise sync_failed(platform, f"{what} {_problem(exc)}") from exc
     error = payload.get("error") if isinstance(payload, dict) else None
-    error = error if isinstance(error, str) else None
+    return status, payload, error if isinstance(error, str) else None
+
+
+async def exchange_code(session: aiohttp.ClientSession, platform: PlatformConfig, code: str,
+                        redirect_uri: str) -> Grant:
+    """Trade the authorization code for an access token (RFC 6749 4.1.3, client secret in the body).
+
+    A code the platform refuses is 400 ERR_OAUTH_CODE_INVALID; a platform that refuses our client
+    credentials, throttles, fails, is slow or answers nonsense is 502 ERR_PLATFORM_SYNC_FAILED.
+    """
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri,
+            "client_id": platform.client_id, "client_secret": platform.client_secret.get_secret_value()}
+    status, payload, error = await _post_token(session, platform, form, "token exchange")
     if 400 <= status < 500 and status != 429 and error not in ("invalid_client", "unauthorized_client"):
         raise OAuthCodeInvalid(f"{platform.id} refused the authorization code; start the connection again",
                                {"platform": platform.id, "platform_error": (error or str(status))[:100]})
@@ -308,19 +315,7 @@ async def refresh_grant(session: aiohttp.ClientSession, platform: PlatformConfig
     a time-out or nonsense is 502 ERR_PLATFORM_SYNC_FAILED (the connection stays as it is)."""
     form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": platform.client_id,
             "client_secret": platform.client_secret.get_secret_value()}
-    try:
-        async with session.post(platform.token_url, data=form, allow_redirects=False,
-                                headers={"Accept": "application/json"},
-                                timeout=aiohttp.ClientTimeout(total=platform.timeout_s)) as resp:
-            status = resp.status
-            try:
-                payload = await _read_json(resp, MAX_TOKEN_BYTES)
-            except ValueError:
-                payload = None
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise sync_failed(platform, f"token refresh {_problem(exc)}") from exc
-    error = payload.get("error") if isinstance(payload, dict) else None
-    error = error if isinstance(error, str) else None
+    status, payload, error = await _post_token(session, platform, form, "token refresh")
     if 400 <= status < 500 and status != 429 and error not in ("invalid_client", "unauthorized_client"):
         raise RefreshRefused((error or str(status))[:100])
     if status != 200:
