@@ -19,6 +19,7 @@ import base64
 import binascii
 import re
 import secrets
+from dataclasses import dataclass
 
 from Crypto.Cipher import AES
 
@@ -154,3 +155,13 @@ def _open(key: bytes, body: bytes, context: str) -> str:
         return cipher.decrypt_and_verify(body[NONCE_BYTES + TAG_BYTES:], tag).decode()
     except ValueError as exc:
         raise TokenUnreadable("the token does not open with this key") from exc
+
+
+@dataclass(frozen=True)
+class Resealed:
+    """What a re-seal of stored values did: values sealed again under the current key, values already
+    under it, and the rows holding a value no key of the ring opens (left as they are)."""
+
+    resealed: int
+    current: int
+    unreadable: list[str]

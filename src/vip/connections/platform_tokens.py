@@ -14,7 +14,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.store.tables import connections, platform_tokens
-from vip.token_cipher import TokenCipher, TokenUnreadable
+from vip.token_cipher import Resealed, TokenCipher, TokenUnreadable
 
 
 @dataclass(frozen=True)
@@ -94,15 +94,6 @@ async def expire(conn: AsyncConnection, connection_id: str, now: datetime) -> Ro
     await forget(conn, connection_id)
     return row
 
-
-@dataclass(frozen=True)
-class Resealed:
-    """What a re-seal did: tokens sealed again under the current key, tokens already under it, and the
-    connections holding a token no key of the ring opens (left as they are)."""
-
-    resealed: int
-    current: int
-    unreadable: list[str]
 
 
 async def reseal(conn: AsyncConnection, cipher: TokenCipher) -> Resealed:

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.ids import new_id
 from vip.store.tables import webhook_deliveries, webhook_endpoints
-from vip.token_cipher import TokenCipher, TokenUnreadable
+from vip.token_cipher import Resealed, TokenCipher, TokenUnreadable
 from vip.webhooks.signing import new_secret
 
 
@@ -124,15 +124,6 @@ async def rotate_secret(conn: AsyncConnection, organisation_id: str, endpoint_id
     ).returning(*webhook_endpoints.c))).one()
     return secret, _endpoint(row)
 
-
-@dataclass(frozen=True)
-class Resealed:
-    """What a re-seal did: values sealed again under the current key, values already under it, and the
-    rows holding a value no key of the ring opens (left as they are)."""
-
-    resealed: int
-    current: int
-    unreadable: list[str]
 
 
 async def reseal_secrets(conn: AsyncConnection, cipher: TokenCipher) -> Resealed:
