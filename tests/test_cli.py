@@ -12,7 +12,7 @@ import pytest
 from tests.support.webhooks import PRODUCTION_SECRETS
 from vip.cli import no_networks_error
 from vip.config import load_settings
-from vip.devstack.anvil import free_port
+from vip.devstack.anvil import free_ports
 from vip.devstack.dev import wait_http
 from vip.indexer import store
 from vip.indexer.store import Cursor
@@ -74,7 +74,7 @@ def test_a_network_with_an_rpc_url_is_enough():
 
 @pytest.mark.parametrize("command", ["serve", "index"])
 def test_allow_no_networks_starts_anyway(command, database_url, tmp_path):
-    api_port, metrics_port = free_port(), free_port()
+    api_port, metrics_port = free_ports(2)
     overlay = tmp_path / "ports.toml"
     overlay.write_text(f"[api]\nport = {api_port}\n\n[daemon]\nmetrics_port = {metrics_port}\n")
     # No local network: production, so its secrets must be set.

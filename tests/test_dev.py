@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from vip.client import VipClient
-from vip.devstack.anvil import free_port, rpc_call
+from vip.devstack.anvil import free_ports, rpc_call
 
 
 def start_dev(data_dir: Path, state_file: Path, env: dict[str, str]) -> tuple[subprocess.Popen, dict]:
     """vip dev in a subprocess, output in <data_dir>.out beside it; returns once the state file exists."""
-    ports = {"--anvil-port": free_port(), "--api-port": free_port(), "--metrics-port": free_port()}
+    ports = dict(zip(("--anvil-port", "--api-port", "--metrics-port"), free_ports(3), strict=True))
     args = [sys.executable, "-m", "vip.cli", "dev", "--data-dir", str(data_dir),
             "--state-file", str(state_file)]
     for flag, port in ports.items():

@@ -29,7 +29,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from vip.client import VipClient
-from vip.devstack.anvil import DEV_PRIVATE_KEYS, free_port
+from vip.devstack.anvil import DEV_PRIVATE_KEYS, free_ports
 from vip.devstack.console import vip_console_script
 
 STARTUP_TIMEOUT_S = 180
@@ -64,9 +64,10 @@ class VipStack:
         state_file.unlink(missing_ok=True)
         if env is None:
             env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "VIP_CONFIG")}
+        anvil_port, api_port, metrics_port = free_ports(3)
         args = [vip_console_script(), "dev", "--data-dir", str(data_dir), "--state-file",
-                str(state_file), "--anvil-port", str(free_port()), "--api-port", str(free_port()),
-                "--metrics-port", str(free_port()), "--no-demo"]
+                str(state_file), "--anvil-port", str(anvil_port), "--api-port", str(api_port),
+                "--metrics-port", str(metrics_port), "--no-demo"]
         log = (data_dir / "vip-dev.log").open("ab")
         proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
