@@ -12,8 +12,9 @@ import sys
 import pytest
 
 from tests.support.webhooks import PRODUCTION_SECRETS
-from vip.config import DEV_TOKEN_KEY, load_settings, production_secret_problems
+from vip.config import DEV_TOKEN_KEY, load_settings
 from vip.devstack.anvil import DEV_PRIVATE_KEYS
+from vip.production_secrets import production_secret_problems
 
 UNREACHABLE_DATABASE = "postgresql://nobody@127.0.0.1:9/none"  # refusing must come before any connection
 RPC = {"VIP_RPC_BASE": "http://127.0.0.1:9"}

@@ -18,12 +18,13 @@ from vip.chain import time_travel
 from vip.chain.rpc import RpcError
 from vip.cli.secrets import add_secrets_parser, run_secrets_command
 from vip.cli.webhooks import add_webhooks_parser, run_webhooks_command
-from vip.config import Settings, load_settings, production_secret_problems
+from vip.config import Settings, load_settings
 from vip.daemon import run_daemon
 from vip.devstack.dev import run_dev
 from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
 from vip.indexer import store
 from vip.logging import configure_logging
+from vip.production_secrets import production_secret_problems
 from vip.store.engine import alembic_config, create_engine, migrate
 
 DEFAULT_DATA_DIR = Path(".vip-dev")  # in the working directory, like node_modules
