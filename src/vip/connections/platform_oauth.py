@@ -208,6 +208,25 @@ async def _post_token(session: aiohttp.ClientSession, platform: PlatformConfig, 
     return status, payload, error if isinstance(error, str) else None
 
 
+def _grant_refused(status: int, error: str | None) -> bool:
+    """The platform refused the grant itself (not our client credentials, not a throttle)."""
+    return 400 <= status < 500 and status != 429 and error not in ("invalid_client", "unauthorized_client")
+
+
+def _grant(platform: PlatformConfig, status: int, payload: Any, error: str | None, what: str) -> Grant:
+    """The tokens of a token endpoint's answer that did not refuse the grant; anything but a 200 with a
+    bearer token is 502 ERR_PLATFORM_SYNC_FAILED."""
+    if status != 200:
+        raise sync_failed(platform, f"{what} answered {status}", platform_error=(error or "")[:100])
+    try:
+        token = _Token.model_validate(payload)
+    except ValidationError as exc:
+        raise sync_failed(platform, f"{what} {_problem(exc)}") from exc
+    if token.token_type.lower() != "bearer":
+        raise sync_failed(platform, f"token type {token.token_type[:40]!r} is not bearer")
+    return Grant(token.access_token, token.refresh_token, token.expires_in)
+
+
 async def exchange_code(session: aiohttp.ClientSession, platform: PlatformConfig, code: str,
                         redirect_uri: str) -> Grant:
     """Trade the authorization code for an access token (RFC 6749 4.1.3, client secret in the body).
@@ -218,18 +237,10 @@ async def exchange_code(session: aiohttp.ClientSession, platform: PlatformConfig
     form = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri,
             "client_id": platform.client_id, "client_secret": platform.client_secret.get_secret_value()}
     status, payload, error = await _post_token(session, platform, form, "token exchange")
-    if 400 <= status < 500 and status != 429 and error not in ("invalid_client", "unauthorized_client"):
+    if _grant_refused(status, error):
         raise OAuthCodeInvalid(f"{platform.id} refused the authorization code; start the connection again",
                                {"platform": platform.id, "platform_error": (error or str(status))[:100]})
-    if status != 200:
-        raise sync_failed(platform, f"token exchange answered {status}", platform_error=(error or "")[:100])
-    try:
-        token = _Token.model_validate(payload)
-    except ValidationError as exc:
-        raise sync_failed(platform, f"token exchange {_problem(exc)}") from exc
-    if token.token_type.lower() != "bearer":
-        raise sync_failed(platform, f"token type {token.token_type[:40]!r} is not bearer")
-    return Grant(token.access_token, token.refresh_token, token.expires_in)
+    return _grant(platform, status, payload, error, "token exchange")
 
 
 def _record(platform: PlatformConfig, account: _PageAccount, item: _PageRecord, latest: date,
@@ -316,17 +327,9 @@ async def refresh_grant(session: aiohttp.ClientSession, platform: PlatformConfig
     form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": platform.client_id,
             "client_secret": platform.client_secret.get_secret_value()}
     status, payload, error = await _post_token(session, platform, form, "token refresh")
-    if 400 <= status < 500 and status != 429 and error not in ("invalid_client", "unauthorized_client"):
+    if _grant_refused(status, error):
         raise RefreshRefused((error or str(status))[:100])
-    if status != 200:
-        raise sync_failed(platform, f"token refresh answered {status}", platform_error=(error or "")[:100])
-    try:
-        token = _Token.model_validate(payload)
-    except ValidationError as exc:
-        raise sync_failed(platform, f"token refresh {_problem(exc)}") from exc
-    if token.token_type.lower() != "bearer":
-        raise sync_failed(platform, f"token type {token.token_type[:40]!r} is not bearer")
-    return Grant(token.access_token, token.refresh_token, token.expires_in)
+    return _grant(platform, status, payload, error, "token refresh")
 
 
 async def repull_account(session: aiohttp.ClientSession, platform: PlatformConfig, token: str,
