@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from vip.api.openapi_schemas import TIMESTAMP, ok_response, operation, path_param, query_param, ref
+from vip.api.openapi_schemas import (
+                   TIMESTAMP,
+                   error_response,
+                   ok_response,
+                   operation,
+                   path_param,
+                   query_param,
+                   ref,
+)
 from vip.api.routes import admin, funding_wallets, payments, platforms, users, wallet_connect, webhooks
 from vip.api.routes import dev as dev_routes
 
@@ -12,10 +20,12 @@ CONNECTION_BODY = {"type": "object", "properties": {"connection": ref("Connectio
                    "required": ["connection"]}
 
 PATHS = {
-    "/v1/health": {"get": operation("Liveness and readiness", None, {
-        "200": ok_response("The service and its database answer",
+    "/v1/health": {"get": operation("Readiness (also /readyz; /healthz is liveness only)", None, {
+        "200": ok_response("The database and every enabled network's RPC answer",
                    {"type": "object", "properties": {"status": {"const": "ok"}, "time": {"type": "string"}},
-                    "required": ["status", "time"]})}, tag="Service")},
+                    "required": ["status", "time"]}),
+        "503": error_response("Not ready: ERR_NOT_READY, details name each dependency that does not answer "
+                              "(`database`, `rpc:<network>`)")}, tag="Service")},
     "/v1/users": {"post": operation("Create a user", "write", {
         "201": ok_response("The new user", {"type": "object", "properties": {"user": ref("User")},
                                     "required": ["user"]})}, errors=("409",), body=users.CreateUser,

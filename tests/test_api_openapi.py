@@ -25,7 +25,8 @@ async def test_every_route_is_documented(api):
     doc = document(api.settings.api.public_base_url)
     documented = {(verb, path) for path, item in doc["paths"].items() for verb in item}
     served = app_routes(create_app(api.settings, "postgresql+psycopg://unused/unused"))
-    operational = {("get", "/healthz"), ("get", "/metrics"), ("get", "/docs"), ("get", "/v1/openapi.json")}
+    operational = {("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics"), ("get", "/docs"),
+                   ("get", "/v1/openapi.json")}
     assert served - operational <= documented, f"undocumented: {sorted(served - operational - documented)}"
     assert documented <= served, f"documented but not served: {sorted(documented - served)}"
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -131,6 +132,7 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
             metrics_port: int, demo: bool = True, configured_database_url: str | None = None) -> int:
     """Start everything, print where it is, block until Ctrl-C, then stop everything cleanly. The database
     is `configured_database_url` (the settings' DATABASE_URL) when given, else an embedded one."""
+    refuse_busy_ports({"--anvil-port": anvil_port, "--api-port": api_port, "--metrics-port": metrics_port})
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     database_url = (to_sqlalchemy_url(configured_database_url) if configured_database_url
@@ -200,7 +202,7 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
   USDT       {contracts.usdt}
   contract   {contracts.disbursement} (Disbursement)
   indexer    metrics http://127.0.0.1:{metrics_port}/metrics, log {logs / 'index.log'}
-  api        {base_url}/v1/health, log {logs / 'serve.log'}
+  api        {base_url}/readyz, reference {base_url}/docs, log {logs / 'serve.log'}
   api key    {api_key} (organisation "{DEV_ORGANISATION}", all scopes)
   state      {state_file or '(pass --state-file PATH to write one)'}""", flush=True)
         for borrower in borrowers:
@@ -215,8 +217,7 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
         for borrower in borrowers:
             for line in demo_outcome(VipClient(base_url, api_key), borrower, stopped=stop.is_set):
                 print(f"  {borrower.name}: {line}", flush=True)
-        _wait_for_signal(children, stop)
-        return 0
+        return 0 if _wait_for_signal(children, stop) else 1
     finally:
         for child in children:
             if child.poll() is None:
@@ -244,11 +245,31 @@ class _StopSignal:
         return self.flag
 
 
-def _wait_for_signal(children: list[subprocess.Popen], stop: _StopSignal) -> None:
+def _wait_for_signal(children: list[subprocess.Popen], stop: _StopSignal) -> bool:
+    """Wait for Ctrl-C (True) or for a child to die (False: `vip dev` then exits non-zero)."""
     while not stop.is_set():
         for child in children:
             if child.poll() is not None:
                 print(f"a child process exited with code {child.returncode}; stopping", file=sys.stderr)
-                return
+                return False
         time.sleep(0.2)
     print("stopping...", flush=True)
+    return True
+
+
+class PortBusy(OSError):
+    """A port `vip dev` needs is taken; the message names the option that moves it."""
+
+
+def refuse_busy_ports(ports: dict[str, int]) -> None:
+    """Refuse before starting anything: a busy port would otherwise be answered by whatever holds it (a
+    stack left running), and `vip dev` would report itself up while its own process died."""
+    for option, port in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            # As the servers bind: only a listener makes the port busy, not a closed socket in TIME_WAIT.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                raise PortBusy(f"port {port} on 127.0.0.1 is in use (another `vip dev`?): stop what holds it "
+                               f"or pass {option} PORT") from None
