@@ -27,6 +27,7 @@ from vip.api.routes import (
     funding_wallets,
     payments,
     platforms,
+    test_clocks,
     transactions,
     users,
     verification,
@@ -46,7 +47,7 @@ ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.rou
                 funding_wallets.routes, payments.routes,  # disbursement
                 verification.routes,  # VIP report, risk score
                 webhooks.routes, events.routes,  # webhook endpoints, events and replay
-                dev_routes.routes)  # integrators' test clock (local networks only)
+                dev_routes.routes, test_clocks.routes)  # integrators' test clocks (local networks only)
 
 
 @public

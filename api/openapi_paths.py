@@ -13,6 +13,7 @@ from vip.api.openapi_schemas import (
 )
 from vip.api.routes import admin, funding_wallets, payments, platforms, users, wallet_connect, webhooks
 from vip.api.routes import dev as dev_routes
+from vip.api.routes import test_clocks as test_clock_routes
 
 USER_ID = {"type": "string", "minLength": 1}
 ISO_DATE_OR_TIME = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}"}  # YYYY-MM-DD, then optionally a time
@@ -28,7 +29,8 @@ PATHS = {
                               "(`database`, `rpc:<network>`)")}, tag="Service")},
     "/v1/users": {"post": operation("Create a user", "write", {
         "201": ok_response("The new user", {"type": "object", "properties": {"user": ref("User")},
-                                    "required": ["user"]})}, errors=("409",), body=users.CreateUser,
+                                    "required": ["user"]})}, errors=("409", "404", "422"),
+        body=users.CreateUser,
         tag="Users")},
     "/v1/users/{user_id}": {"get": operation("Read a user", "read", {
         "200": ok_response("The user", {"type": "object", "properties": {"user": ref("User")},
@@ -197,6 +199,27 @@ PATHS["/v1/dev/time-travel"]["post"]["description"] += (
     " after the head block's. The service's clock follows the first local network, so expiries and"
     " lookback windows move too.")
 BODY_MODELS.append(dev_routes.TimeTravelRequest)
+
+TEST_CLOCK_BODY = {"type": "object", "properties": {"test_clock": ref("TestClock")},
+                   "required": ["test_clock"]}
+_CLOCKS_NOTE = (" Development stacks only (a network marked `local = true`); elsewhere 422"
+                " ERR_TEST_CLOCKS_UNAVAILABLE. A user created with `test_clock` gets its VIPs made at the"
+                " clock's time, whatever the chain's time does.")
+PATHS["/v1/test-clocks"] = {"post": operation(
+    "Create a test clock, frozen at a time (default: now)", "write",
+    {"201": ok_response("The new clock", TEST_CLOCK_BODY)}, errors=("422",),
+    body=test_clock_routes.CreateTestClock, tag="Development")}
+PATHS["/v1/test-clocks/{clock_id}"] = {"get": operation(
+    "Read a test clock", "read", {"200": ok_response("The clock", TEST_CLOCK_BODY)}, errors=("404", "422"),
+    parameters=[path_param("clock_id")], tag="Development")}
+PATHS["/v1/test-clocks/{clock_id}/advance"] = {"post": operation(
+    "Move a test clock forward", "write", {"200": ok_response("The clock at its new time", TEST_CLOCK_BODY)},
+    errors=("404", "422"), parameters=[path_param("clock_id")], body=test_clock_routes.AdvanceTestClock,
+    tag="Development")}
+for _item in ("/v1/test-clocks", "/v1/test-clocks/{clock_id}", "/v1/test-clocks/{clock_id}/advance"):
+    for _operation in PATHS[_item].values():
+        _operation["description"] = _operation.get("description", "") + _CLOCKS_NOTE
+BODY_MODELS += [test_clock_routes.CreateTestClock, test_clock_routes.AdvanceTestClock]
 
 # --- verification: VIP report and risk score --------------------------------------------------------------
 VIP_BODY = {"type": "object", "properties": {"vip_report": ref("VipReport")}, "required": ["vip_report"]}
