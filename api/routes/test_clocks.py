@@ -18,6 +18,7 @@ from vip.errors import Unprocessable
 
 routes = web.RouteTableDef()
 MOMENT = WithJsonSchema({"type": "string", "format": "date-time"})
+MOMENT_OR_NULL = WithJsonSchema({"type": ["string", "null"], "format": "date-time"})
 
 
 def refuse_outside_development(settings: Settings) -> None:
@@ -34,11 +35,13 @@ def _utc(moment: datetime) -> datetime:
 class CreateTestClock(Body):
     """A clock frozen at `frozen_time` (default: the service clock's now)."""
 
-    frozen_time: Annotated[datetime | None, MOMENT] = Field(default=None, description="ISO 8601")
+    frozen_time: Annotated[datetime | None, MOMENT_OR_NULL] = Field(default=None, description="ISO 8601")
     name: str | None = Field(default=None, min_length=1, pattern=NOT_BLANK, max_length=200)
 
 
 class AdvanceTestClock(Body):
+    """Move the clock forward to `frozen_time` (a clock never goes back)."""
+
     frozen_time: Annotated[datetime, MOMENT] = Field(description="ISO 8601; not before the clock's time")
 
 
