@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,7 +21,7 @@ from web3 import Web3
 
 from vip.accounts import keys
 from vip.client import VipClient
-from vip.config import ENV_CONFIG_FILES, ENV_DATABASE_URL, ENV_OPERATOR_KEY, load_settings
+from vip.config import ENV_CONFIG_FILES, ENV_DATABASE_URL, ENV_OPERATOR_KEY, ConfigError, load_settings
 from vip.devstack.anvil import AnvilNode, start_anvil
 from vip.devstack.console import vip_console_script
 from vip.devstack.demo import demo_calls, demo_outcome, seed_demo
@@ -129,10 +130,16 @@ def wait_http(url: str, timeout_s: float, proc: subprocess.Popen | None = None) 
 
 
 def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: int,
-            metrics_port: int, demo: bool = True, configured_database_url: str | None = None) -> int:
+            metrics_port: int, demo: bool = True, configured_database_url: str | None = None,
+            reset: bool = False) -> int:
     """Start everything, print where it is, block until Ctrl-C, then stop everything cleanly. The database
-    is `configured_database_url` (the settings' DATABASE_URL) when given, else an embedded one."""
+    is `configured_database_url` (the settings' DATABASE_URL) when given, else an embedded one. `reset`
+    first throws the data directory away (embedded database, chain, demo, dev key): a fresh start."""
+    # Ports first: a busy one may be a stack running on this very data directory, which a reset must not pull
+    # from under it.
     refuse_busy_ports({"--anvil-port": anvil_port, "--api-port": api_port, "--metrics-port": metrics_port})
+    if reset:
+        reset_data_dir(data_dir, configured_database_url)
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     database_url = (to_sqlalchemy_url(configured_database_url) if configured_database_url
@@ -255,6 +262,17 @@ def _wait_for_signal(children: list[subprocess.Popen], stop: _StopSignal) -> boo
         time.sleep(0.2)
     print("stopping...", flush=True)
     return True
+
+
+def reset_data_dir(data_dir: Path, configured_database_url: str | None) -> None:
+    """Remove what `vip dev` keeps between runs. Refused with DATABASE_URL set: that database would keep the
+    old chain's rows while the chain starts afresh, and dropping someone's database is not ours to do."""
+    if configured_database_url:
+        raise ConfigError("--reset starts from an empty embedded database and a new chain; with DATABASE_URL "
+                          "set, drop and recreate that database yourself, or unset DATABASE_URL")
+    if data_dir.exists():
+        shutil.rmtree(data_dir)
+        print(f"reset: removed {data_dir}", flush=True)
 
 
 class PortBusy(OSError):
