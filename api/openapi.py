@@ -104,11 +104,55 @@ def _body_schemas(models: list[type[BaseModel]]) -> dict[str, Any]:
     return schemas
 
 
-def with_examples(paths: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The paths with an example on every request body and every response (api/openapi_examples.py)."""
+# A short name for each operation (the sidebar's entry and the page's heading) and its operationId; the
+# sentence written in openapi_paths.py becomes the first line of its description.
+NAMES: dict[tuple[str, str], tuple[str, str]] = {
+    ("get", "/v1/health"): ("Health", "getHealth"),
+    ("post", "/v1/users"): ("Create a user", "createUser"),
+    ("get", "/v1/users/{user_id}"): ("Read a user", "getUser"),
+    ("post", "/v1/api-keys"): ("Create an API key", "createApiKey"),
+    ("get", "/v1/api-keys"): ("List API keys", "listApiKeys"),
+    ("delete", "/v1/api-keys/{key_id}"): ("Revoke an API key", "revokeApiKey"),
+    ("get", "/v1/connect/wallet/nonce"): ("Get a sign-in nonce", "getWalletNonce"),
+    ("post", "/v1/connect/wallet"): ("Connect a wallet", "connectWallet"),
+    ("get", "/v1/connect/platform/authorize"): ("Start a platform OAuth", "authorizePlatform"),
+    ("get", "/v1/connect/platform/callback"): ("Platform OAuth callback", "platformCallback"),
+    ("post", "/v1/connect/platform/direct"): ("Push a platform account", "connectPlatformDirect"),
+    ("get", "/v1/connections"): ("List connections", "listConnections"),
+    ("delete", "/v1/connections/{connection_id}"): ("Revoke a connection", "revokeConnection"),
+    ("get", "/v1/wallets"): ("List wallets", "listWallets"),
+    ("get", "/v1/transactions"): ("List transactions", "listTransactions"),
+    ("post", "/v1/payment-intents"): ("Create a payment intent", "createPaymentIntent"),
+    ("get", "/v1/payment-intents/{intent_id}"): ("Read a payment intent", "getPaymentIntent"),
+    ("post", "/v1/charges"): ("Execute a charge", "createCharge"),
+    ("get", "/v1/charges/{charge_id}"): ("Read a charge", "getCharge"),
+    ("post", "/v1/funding-wallets/nonce"): ("Get a funding wallet challenge", "createFundingWalletNonce"),
+    ("post", "/v1/funding-wallets"): ("Register a funding wallet", "registerFundingWallet"),
+    ("get", "/v1/funding-wallets"): ("List funding wallets", "listFundingWallets"),
+    ("post", "/v1/dev/time-travel"): ("Time travel (local networks)", "timeTravel"),
+    ("get", "/v1/vip-report"): ("Get the VIP report", "getVipReport"),
+    ("get", "/v1/risk-score"): ("Get the risk score", "getRiskScore"),
+    ("post", "/v1/webhook-endpoints"): ("Create a webhook endpoint", "createWebhookEndpoint"),
+    ("get", "/v1/webhook-endpoints"): ("List webhook endpoints", "listWebhookEndpoints"),
+    ("delete", "/v1/webhook-endpoints/{endpoint_id}"): ("Delete a webhook endpoint", "deleteWebhookEndpoint"),
+    ("post", "/v1/webhook-endpoints/{endpoint_id}/rotate-secret"): ("Rotate a signing secret",
+                                                                   "rotateWebhookSecret"),
+    ("get", "/v1/events"): ("List events", "listEvents"),
+    ("get", "/v1/events/{event_id}"): ("Read an event", "getEvent"),
+    ("post", "/v1/events/{event_id}/replay"): ("Replay an event", "replayEvent"),
+}
+
+
+def finished(paths: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The paths as served: each operation with its short name and operationId, and an example on every
+    request body and every response (api/openapi_examples.py)."""
     paths = copy.deepcopy(paths)
     for path, item in paths.items():
         for verb, op in item.items():
+            name, op_id = NAMES[(verb, path)]
+            sentence = op["summary"].rstrip(".") + "."
+            op["description"] = f"{sentence}\n\n{op['description']}" if "description" in op else sentence
+            op["summary"], op["operationId"] = name, op_id
             if "requestBody" in op:
                 media = op["requestBody"]["content"]["application/json"]
                 media["example"] = REQUESTS[media["schema"]["$ref"].rsplit("/", 1)[1]]
@@ -143,7 +187,7 @@ def build_document(paths: dict[str, dict[str, Any]], body_models: list[type[Base
                                            "description": "Authorization: Bearer <secret API key>"}},
         },
         "security": [{"apiKey": []}],
-        "paths": with_examples(paths),
+        "paths": finished(paths),
         "webhooks": webhooks(),
     }
 

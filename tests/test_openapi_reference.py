@@ -75,6 +75,8 @@ def test_every_operation_has_request_and_response_examples():
     missing = [where for where, _, example in examples(DOC) if example is None]
     assert missing == []
     assert len(operations(DOC)) >= 29
+    ids = [op["operationId"] for _, _, op in operations(DOC)]
+    assert len(ids) == len(set(ids)), "operationIds are unique (Redoc links and client generators use them)"
     for verb, path, op in operations(DOC):
         responses = op["responses"]
         assert any(s < "300" for s in responses) and all(

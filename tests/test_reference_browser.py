@@ -52,9 +52,9 @@ async def test_the_reference_page_shows_a_request_example_in_chromium(api, chrom
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             # a refused fetch or a Content-Security-Policy violation shows as a console error
             page.on("console", lambda message: message.type == "error" and errors.append(message.text))
-            await page.goto(base + "docs#tag/Disbursement/paths/~1v1~1payment-intents/post")
+            await page.goto(base + "docs#operation/createPaymentIntent")
             # Redoc renders the operation with its request sample (the example from the document).
-            section = page.locator("[data-section-id='tag/Disbursement/paths/~1v1~1payment-intents/post']")
+            section = page.locator("[data-section-id='operation/createPaymentIntent']")
             await section.wait_for(timeout=60_000)
             sample = section.get_by_text('"recipient_wallet"').first
             await sample.wait_for(state="visible", timeout=30_000)
