@@ -66,7 +66,8 @@ async def test_the_reference_page_shows_a_request_example_in_chromium(api, chrom
             for label in ("Income verification", "Disbursement", "Webhook events"):
                 assert await menu.get_by_text(label, exact=True).first.is_visible(), label
             await sample.scroll_into_view_if_needed()
-            shot = await page.screenshot(path=str(SCREENSHOT))
+            await page.wait_for_load_state("networkidle")
+            shot = await page.screenshot(path=str(SCREENSHOT), animations="disabled", caret="hide")
         finally:
             await browser.close()
     assert elsewhere == [], f"the page fetched from elsewhere: {elsewhere}"
