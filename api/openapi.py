@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from vip.api.openapi_examples import ERRORS, REQUESTS, RESPONSES
+from vip.api.openapi_examples import REQUESTS, RESPONSES, error_example
 from vip.api.openapi_paths import BODY_MODELS, PATHS
 from vip.api.openapi_schemas import API_VERSION, SCHEMAS
 from vip.api.openapi_webhooks import OWN_SCHEMAS, webhooks
@@ -159,7 +159,7 @@ def finished(paths: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             for status, response in op["responses"].items():
                 media = response.get("content", {}).get("application/json")
                 if media is not None:
-                    media["example"] = (ERRORS[status] if status >= "400"
+                    media["example"] = (error_example(verb, path, status) if status >= "400"
                                         else RESPONSES[(verb, path, status)])
     return paths
 

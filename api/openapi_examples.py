@@ -258,24 +258,81 @@ def _error(code: str, message: str, details: dict[str, Any] | None = None) -> di
 
 
 ERRORS: dict[str, Any] = {
-    "400": _error("ERR_VALIDATION", "invalid body: amount_usd",
-                  {"amount_usd": "at most 6 decimals"}),
+    "400": _error("ERR_VALIDATION", "invalid body: amount_usd", {"amount_usd": "at most 6 decimals"}),
     "401": _error("ERR_UNAUTHORIZED", "missing API key: send Authorization: Bearer <key>"),
-    "403": _error("ERR_FORBIDDEN", "this API key lacks the 'disburse' scope", {"required_scope": "disburse"}),
-    "404": _error("ERR_NOT_FOUND", "user not found", {"user_id": USER}),
+    "403": _error("ERR_FORBIDDEN", "this API key lacks the 'admin' scope", {"required_scope": "admin"}),
+    "404": _error("ERR_NOT_FOUND", f"no user {USER}", {"user_id": USER}),
     "409": _error("ERR_IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with another request",
                   {"Idempotency-Key": "loan-2291-disbursement"}),
     "410": _error("ERR_PAYMENT_INTENT_EXPIRED", "the payment intent expired before its approval was "
                   "confirmed", {"payment_intent_id": INTENT}),
-    "422": _error("ERR_RECIPIENT_NOT_CONNECTED", "recipient_wallet is not an active connected wallet of "
-                  "the user on this network", {"recipient_wallet": BORROWER, "network": "base"}),
+    "422": _error("ERR_UNPROCESSABLE", "a prerequisite is missing"),
     "429": _error("ERR_RATE_LIMITED", "rate limit of 600 requests per minute exceeded", {"limit": 600}),
     "500": _error("ERR_INTERNAL", "unexpected error; quote the request id to support"),
-    "502": _error("ERR_PLATFORM_SYNC_FAILED", "paystream did not answer the history pull",
-                  {"platform": "paystream"}),
+    "502": _error("ERR_CHAIN_UNAVAILABLE", "the network's RPC did not answer", {"network": "base"}),
     "503": _error("ERR_DISBURSEMENT_UNAVAILABLE", "disbursement is not configured on this network",
                   {"network": "base"}),
 }
+# What a given operation answers with that status, where it is more telling than the status's own.
+_WALLET_NOT_CONNECTED = _error("ERR_RECIPIENT_NOT_CONNECTED", "recipient_wallet is not an active connected "
+                               "wallet of this user on base", {"recipient_wallet": BORROWER})
+OPERATION_ERRORS: dict[tuple[str, str, str], Any] = {
+    ("delete", "/v1/api-keys/{key_id}", "404"): _error("ERR_NOT_FOUND", f"no API key {KEY}", {"key_id": KEY}),
+    ("post", "/v1/connect/wallet", "422"): _error(
+        "ERR_INVALID_SIGNATURE", "the signature is not the address's signature of the message",
+        {"address": BORROWER}),
+    ("post", "/v1/connect/platform/direct", "409"): _error(
+        "ERR_CONNECTION_CHANGED", "the connection changed while it was being synced; retry",
+        {"account_id": "emp-55120"}),
+    ("get", "/v1/connect/platform/callback", "502"): _error(
+        "ERR_PLATFORM_SYNC_FAILED", "paystream did not answer the token exchange", {"platform": "paystream"}),
+    ("delete", "/v1/connections/{connection_id}", "404"): _error(
+        "ERR_NOT_FOUND", f"no connection {WALLET_CONNECTION}", {"connection_id": WALLET_CONNECTION}),
+    ("post", "/v1/payment-intents", "422"): _WALLET_NOT_CONNECTED,
+    ("get", "/v1/payment-intents/{intent_id}", "404"): _error(
+        "ERR_NOT_FOUND", f"no payment intent {INTENT}", {"payment_intent_id": INTENT}),
+    ("post", "/v1/charges", "404"): _error("ERR_NOT_FOUND", f"no payment intent {INTENT}",
+                                           {"payment_intent_id": INTENT}),
+    ("post", "/v1/charges", "409"): _error(
+        "ERR_ALREADY_CHARGED", "this payment intent has already been charged",
+        {"payment_intent_id": INTENT, "charge_id": CHARGE}),
+    ("post", "/v1/charges", "422"): _error(
+        "ERR_APPROVAL_NOT_CONFIRMED", "approval_tx_hash is not a confirmed approve() of the intent's amount",
+        {"approval_tx_hash": APPROVAL_TX}),
+    ("get", "/v1/charges/{charge_id}", "404"): _error("ERR_NOT_FOUND", f"no charge {CHARGE}",
+                                                      {"charge_id": CHARGE}),
+    ("post", "/v1/funding-wallets", "409"): _error(
+        "ERR_FUNDING_WALLET_TAKEN", "this wallet is registered to another organisation", {"address": LENDER}),
+    ("post", "/v1/funding-wallets", "422"): _error(
+        "ERR_INVALID_NONCE", "the nonce is unknown, used, expired, or issued for another wallet",
+        {"nonce": "fwn_4d7b2a9c1e3f5a7b"}),
+    ("post", "/v1/dev/time-travel", "422"): _error(
+        "ERR_NETWORK_NOT_LOCAL", "base is not a local network", {"network": "base"}),
+    ("get", "/v1/vip-report", "422"): _error(
+        "ERR_MISSING_WALLET", "the user has no active wallet connection; connect one first",
+        {"user_id": USER, "missing": "wallet"}),
+    ("get", "/v1/vip-report", "502"): _error(
+        "ERR_PLATFORM_SYNC_FAILED", "paystream did not answer the history pull", {"platform": "paystream"}),
+    ("get", "/v1/risk-score", "404"): _error(
+        "ERR_NO_VIP", "the user has no VIP; call GET /v1/vip-report first", {"user_id": USER}),
+    ("get", "/v1/risk-score", "422"): _error(
+        "ERR_VIP_PENDING", "the VIP is still being generated; retry in 30 seconds",
+        {"vip_id": VIP, "vip_status": "pending"}),
+    **{(verb, path, "404"): _error("ERR_NOT_FOUND", f"no webhook endpoint {ENDPOINT}",
+                                   {"endpoint_id": ENDPOINT})
+       for verb, path in (("delete", "/v1/webhook-endpoints/{endpoint_id}"),
+                          ("post", "/v1/webhook-endpoints/{endpoint_id}/rotate-secret"))},
+    **{(verb, path, "404"): _error("ERR_NOT_FOUND", f"no event {EVENT}", {"event_id": EVENT})
+       for verb, path in (("get", "/v1/events/{event_id}"), ("post", "/v1/events/{event_id}/replay"))},
+    ("post", "/v1/events/{event_id}/replay", "422"): _error(
+        "ERR_NO_WEBHOOK_ENDPOINT", "no webhook endpoint of the organisation receives this event type",
+        {"type": "charge.succeeded"}),
+}
+
+
+def error_example(verb: str, path: str, status: str) -> Any:
+    return OPERATION_ERRORS.get((verb, path, status), ERRORS[status])
+
 
 # --- webhook events: the data.object of each type --------------------------------------------------------
 _PARTIAL_VIP = {

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from tests.support.event_shapes import envelope_problems
 from tests.support.paths import REPO_ROOT
 from vip.api.openapi import document
+from vip.api.openapi_examples import OPERATION_ERRORS, REQUESTS, RESPONSES
 from vip.api.openapi_paths import BODY_MODELS
 from vip.api.routes.docs import REDOC_BUNDLE, redoc_bundle, vendored_bundle
 from vip.formats import loads
@@ -81,6 +82,14 @@ def test_every_operation_has_request_and_response_examples():
         responses = op["responses"]
         assert any(s < "300" for s in responses) and all(
             "example" in r["content"]["application/json"] for r in responses.values()), (verb, path)
+
+
+def test_every_written_example_is_used():
+    """No example for an operation or a status the document does not have (a renamed path, a dropped code)."""
+    answered = {(verb, path, status) for verb, path, op in operations(DOC) for status in op["responses"]}
+    assert set(RESPONSES) - answered == set()
+    assert set(OPERATION_ERRORS) - answered == set()
+    assert set(REQUESTS) == set(MODELS)
 
 
 @pytest.mark.parametrize(("where", "schema", "example"), examples(DOC), ids=[w for w, _, _ in examples(DOC)])

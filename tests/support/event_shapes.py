@@ -36,6 +36,18 @@ def schema_problems(event_type: str, envelope: Any) -> list[str]:
             for e in validator.iter_errors(envelope)]
 
 
+def header_problems(event_type: str, values: dict[str, list[str]]) -> list[str]:
+    """Why a delivery's headers (name: every value) break the parameters `webhooks` documents for them."""
+    problems = []
+    for param in document("http://vip.test")["webhooks"][event_type]["post"]["parameters"]:
+        got = values.get(param["name"], [])
+        if param["required"] and not got:
+            problems.append(f"{param['name']}: missing")
+        validator = Draft202012Validator(param["schema"], format_checker=Draft202012Validator.FORMAT_CHECKER)
+        problems += [f"{param['name']}: {e.message}" for value in got for e in validator.iter_errors(value)]
+    return problems
+
+
 def object_problems(event_type: str, obj: Any) -> list[str]:
     """Why `obj` is not a valid data.object of `event_type` (empty when it is)."""
     problems = schema_problems(event_type, {"id": "evt_0", "type": event_type, "created_at":
