@@ -79,7 +79,8 @@ def envelope_schema(event_type: str) -> dict[str, Any]:
         "allOf": [ref(name), {"properties": {"status": {"const": status}}}]}
     return obj({
         "id": {"type": "string", "pattern": "^evt_", "description": "Also in the Service-Event-Id header"},
-        "type": {"const": event_type}, "created_at": TIMESTAMP, "api_version": {"const": "v1"},
+        "type": {"type": "string", "const": event_type}, "created_at": TIMESTAMP,
+        "api_version": {"type": "string", "const": "v1"},
         "data": obj({"object": carried}, additionalProperties=False),
     }, additionalProperties=False)
 
