@@ -42,6 +42,8 @@ async def test_docs_page_is_served_without_third_party_assets(api):
     # Everything the page loads comes from us: one script, the bundle at our own path; nothing else.
     assert re.findall(r"src=['\"]([^'\"]*)", page) == [BUNDLE_PATH]
     assert "<link" not in page and "//" not in page
+    # and the browser is told so: only our own origin
+    assert resp.headers["Content-Security-Policy"].startswith("default-src 'self'; script-src 'self';")
     bundle = await api.client.get(BUNDLE_PATH)
     assert bundle.status == 200 and bundle.content_type == "application/javascript"
     assert len(await bundle.read()) > 500_000
