@@ -131,6 +131,8 @@ NAMES: dict[tuple[str, str], tuple[str, str]] = {
     ("get", "/v1/funding-wallets"): ("List funding wallets", "listFundingWallets"),
     ("post", "/v1/dev/time-travel"): ("Time travel (local networks)", "timeTravel"),
     ("post", "/v1/test-clocks"): ("Create a test clock", "createTestClock"),
+    ("get", "/v1/dev/personas"): ("List personas", "listPersonas"),
+    ("post", "/v1/dev/personas"): ("Make a persona", "createPersona"),
     ("get", "/v1/test-clocks/{clock_id}"): ("Read a test clock", "getTestClock"),
     ("post", "/v1/test-clocks/{clock_id}/advance"): ("Advance a test clock", "advanceTestClock"),
     ("get", "/v1/vip-report"): ("Get the VIP report", "getVipReport"),

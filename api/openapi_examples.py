@@ -152,6 +152,10 @@ REPLAYED_EVENT = {**EVENT_OBJECT, "delivery_status": "pending", "deliveries": [
      "delivered_at": None}]}
 TEST_CLOCK = {"id": "clk_3e9a1c7b5d2f4e6a8c0b1d3f", "name": "steady salaried persona",
               "frozen_time": NOW, "created_at": NOW}
+PERSONA = {"name": "steady_salaried",
+           "summary": "4,200 USDC salary on the 25th of every month, matched by the payroll records",
+           "expected": {"status": "verified", "periods_verified": 6, "recommendation": "approve",
+                        "fraud_flags": []}}
 CHAIN_HEAD = {"block_number": 1042, "timestamp": "2027-03-02T12:00:00Z", "unix_timestamp": 1804075200}
 SIWE_MESSAGE = (
     "app.acme-lending.example wants you to sign in with your Ethereum account:\n"
@@ -184,6 +188,7 @@ REQUESTS: dict[str, Any] = {
     "FundingWalletNonce": {"address": LENDER, "network": "base"},
     "RegisterFundingWallet": {"address": LENDER, "nonce": "fwn_4d7b2a9c1e3f5a7b", "signature": SIGNATURE},
     "TimeTravelRequest": {"network": "local", "seconds": 2592000, "blocks": 1},
+    "CreatePersona": {"persona": "steady_salaried", "network": "local"},
     "CreateTestClock": {"frozen_time": "2027-03-02T12:00:00Z", "name": "steady salaried persona"},
     "AdvanceTestClock": {"frozen_time": "2027-04-02T12:00:00Z"},
     "CreateWebhookEndpoint": {"url": "https://hooks.acme-lending.example/vip",
@@ -197,6 +202,10 @@ PLATFORM = {"connection": PLATFORM_CONNECTION_OBJECT}
 RESPONSES: dict[tuple[str, str, str], Any] = {
     ("get", "/v1/health", "200"): {"status": "ok", "time": NOW},
     ("post", "/v1/test-clocks", "201"): {"test_clock": TEST_CLOCK},
+    ("get", "/v1/dev/personas", "200"): {"personas": [PERSONA]},
+    ("post", "/v1/dev/personas", "201"): {"persona": {
+        **PERSONA, "user_id": USER, "test_clock": TEST_CLOCK["id"], "frozen_time": NOW,
+        "wallets": {"borrower": BORROWER}}},
     ("get", "/v1/test-clocks/{clock_id}", "200"): {"test_clock": TEST_CLOCK},
     ("post", "/v1/test-clocks/{clock_id}/advance", "200"): {"test_clock": {
         **TEST_CLOCK, "frozen_time": "2027-04-02T12:00:00Z"}},
@@ -331,6 +340,12 @@ OPERATION_ERRORS: dict[tuple[str, str, str], Any] = {
         "local = true)")
        for verb, path in (("post", "/v1/test-clocks"), ("get", "/v1/test-clocks/{clock_id}"),
                           ("post", "/v1/test-clocks/{clock_id}/advance"))},
+    **{(verb, "/v1/dev/personas", "422"): _error(
+        "ERR_TEST_CLOCKS_UNAVAILABLE", "test clocks exist only on development stacks (a network marked "
+        "local = true)") for verb in ("get", "post")},
+    ("post", "/v1/dev/personas", "502"): _error(
+        "ERR_CHAIN_UNAVAILABLE", "the network's RPC refused or did not answer: connection refused",
+        {"network": "local"}),
     ("post", "/v1/dev/time-travel", "422"): _error(
         "ERR_NETWORK_NOT_LOCAL", "base is not a local network", {"network": "base"}),
     ("get", "/v1/vip-report", "422"): _error(

@@ -221,6 +221,37 @@ for _item in ("/v1/test-clocks", "/v1/test-clocks/{clock_id}", "/v1/test-clocks/
         _operation["description"] = _operation.get("description", "") + _CLOCKS_NOTE
 BODY_MODELS += [test_clock_routes.CreateTestClock, test_clock_routes.AdvanceTestClock]
 
+_PERSONA_EXPECTED = {"type": "object", "properties": {
+    "status": {"enum": ["verified", "partially_verified", "unverified"]},
+    "periods_verified": {"type": "integer"},
+    "recommendation": {"type": ["string", "null"],
+                       "description": "null: no verified period, so the risk score answers 422"},
+    "fraud_flags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["status", "periods_verified", "recommendation", "fraud_flags"]}
+_PERSONA = {"type": "object", "properties": {
+    "name": {"type": "string"}, "summary": {"type": "string"}, "expected": _PERSONA_EXPECTED},
+    "required": ["name", "summary", "expected"]}
+PATHS["/v1/dev/personas"] = {
+    "get": operation("The personas: preset borrowers and the outcome each produces", "read", {
+        "200": ok_response("The catalogue", {"type": "object", "properties": {
+            "personas": {"type": "array", "items": _PERSONA}}, "required": ["personas"]})},
+        errors=("422",), tag="Development"),
+    "post": operation(
+        "Make a preset borrower: six months of on-chain money and the payroll records, on a test clock",
+        "write", {"201": ok_response("The persona's user, wallets and test clock", {
+            "type": "object", "properties": {"persona": {**_PERSONA, "properties": {
+                **_PERSONA["properties"], "user_id": {"type": "string"}, "test_clock": {"type": "string"},
+                "frozen_time": TIMESTAMP,
+                "wallets": {"type": "object", "additionalProperties": {"type": "string"}}},
+                "required": [*_PERSONA["required"], "user_id", "test_clock", "frozen_time", "wallets"]}},
+            "required": ["persona"]})},
+        errors=("422", "502"), body=dev_routes.CreatePersona, tag="Development")}
+for _operation in PATHS["/v1/dev/personas"].values():
+    _operation["description"] = _operation.get("description", "") + (
+        " Development stacks only; the chain's time moves about seven months forward per persona"
+        " (docs/personas.md).")
+BODY_MODELS.append(dev_routes.CreatePersona)
+
 # --- verification: VIP report and risk score --------------------------------------------------------------
 VIP_BODY = {"type": "object", "properties": {"vip_report": ref("VipReport")}, "required": ["vip_report"]}
 PATHS.update({

@@ -126,7 +126,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
     return run_dev(Path(args.data_dir), Path(args.state_file) if args.state_file else None,
                    args.anvil_port, args.api_port, args.metrics_port, demo=not args.no_demo,
-                   configured_database_url=settings.database_url, reset=args.reset)
+                   configured_database_url=settings.database_url, reset=args.reset, personas=args.persona)
 
 
 def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
@@ -285,6 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--anvil-port", type=int, default=8545, help="the local chain's JSON-RPC port")
     dev.add_argument("--api-port", type=int, default=8080, help="the API's port")
     dev.add_argument("--metrics-port", type=int, default=9464, help="the indexer daemon's /metrics port")
+    dev.add_argument("--persona", action="append", metavar="NAME",
+                     help="also make this preset borrower (repeatable; docs/personas.md lists them)")
     dev.add_argument("--reset", action="store_true",
                      help="throw the data directory away first (database, chain, demo borrowers, dev key)")
     dev.add_argument("--no-demo", action="store_true",

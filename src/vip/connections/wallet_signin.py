@@ -103,20 +103,30 @@ async def connect_wallet(engine: AsyncEngine, clock: Clock, settings: Settings, 
     await verify_message(message, sign_in.signature, address=sign_in.address,
                          domain=base.netloc.rsplit("@")[-1], scheme=base.scheme, chain_id=network.chain_id,
                          now=now, rpc_url=network.rpc_url, rpc_timeout_s=settings.rpc.timeout_s)
-    address = sign_in.address.lower()
     async with engine.begin() as conn:
         # The nonce is spent by any successful sign-in, a reconnect included, so it can never be replayed.
         await _use_nonce(conn, message.nonce, organisation_id, sign_in.user_id, now)
-        await store.lock_wallet_address(conn, network.name, address)
-        existing = await store.active_wallet(conn, sign_in.user_id, network.name, address)
-        if existing is not None:
-            return existing, False
-        row = await store.insert_wallet_connection(
-            conn, organisation_id=organisation_id, user_id=sign_in.user_id, provider=sign_in.provider,
-            network=network.name, address=address, now=now)
-        if row is None:  # a racing sign-in of the same user connected it first
-            return await store.active_wallet(conn, sign_in.user_id, network.name, address), False
-        await add_watched_address(conn, network.name, address, "wallet", start_time=now - LOOKBACK)
-        await record_event(conn, EVENT_CREATED, connection_json(row), created_at=now,
-                           organisation_id=organisation_id)
+        return await record_wallet_connection(conn, organisation_id=organisation_id, user_id=sign_in.user_id,
+                                              provider=sign_in.provider, network=network.name,
+                                              address=sign_in.address, now=now)
+
+
+async def record_wallet_connection(conn: AsyncConnection, *, organisation_id: str, user_id: str,
+                                   provider: str, network: str, address: str,
+                                   now: datetime) -> tuple[Row[Any], bool]:
+    """Store a wallet whose control was proven (a sign-in, or a development persona whose address the
+    service made up), watch and backfill it, announce it: (the connection, True), or (the user's active
+    connection to this address, False)."""
+    address = address.lower()
+    await store.lock_wallet_address(conn, network, address)
+    existing = await store.active_wallet(conn, user_id, network, address)
+    if existing is not None:
+        return existing, False
+    row = await store.insert_wallet_connection(conn, organisation_id=organisation_id, user_id=user_id,
+                                               provider=provider, network=network, address=address, now=now)
+    if row is None:  # a racing sign-in of the same user connected it first
+        return await store.active_wallet(conn, user_id, network, address), False
+    await add_watched_address(conn, network, address, "wallet", start_time=now - LOOKBACK)
+    await record_event(conn, EVENT_CREATED, connection_json(row), created_at=now,
+                       organisation_id=organisation_id)
     return row, True
