@@ -95,8 +95,10 @@ def could_be_income(t: Transfer, records: Sequence[IncomeRecord], config: Matchi
 def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Sequence[IncomeRecord],
            platforms: Sequence[Platform], periods: Sequence[str], config: VerificationConfig, *,
            known: Mapping[str, Collection[str]] | None = None, capped: Collection[str] = ()) -> Outcome:
-    """`transfers`: every indexed transfer of the window that touches the wallets or the addresses fetched
-    for the funding trace. `known`: per network, the addresses whose history in the window is complete
+    """`periods`: the VIP's window (its figures); `records`: every inbound income record of the user (all of
+    them label the transfers they match, in the window or not). `transfers`: every indexed transfer from
+    the earliest of those (less the matching and trace windows) that touches the wallets or the addresses
+    fetched for the funding trace. `known`: per network, the addresses whose history in the window is complete
     (None: every address `transfers` mentions); `capped`: networks where the trace's fetch hit its cap."""
     by_network: dict[str, list[Transfer]] = defaultdict(list)
     for t in transfers:
@@ -155,19 +157,26 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
     for (_, key), codes in flags.items():
         flagged_keys[key] = tuple(sorted(set(flagged_keys.get(key, ())) | codes))
 
-    results = match_income(periods, records, inflows, flagged_keys, config.matching)
+    # Every record of the user is matched, not only the window's (decision 131): a transfer paying a
+    # record is verified income whichever VIP window it falls in; the window's periods make the figures.
+    window = set(periods)
+    every_period = sorted(window | {r.period for r in records})
+    matched = {r.period: r for r in match_income(every_period, records, inflows, flagged_keys,
+                                                 config.matching)}
+    results = [matched[p] for p in periods]
     income: dict[TransferKey, dict[str, Any]] = {}
     platform_hits: Counter[str] = Counter()
     received_by: Counter[str] = Counter()
-    for result in results:
+    for result in matched.values():
         for m in result.records:
             if m.transfer is None:
                 continue
             income[m.transfer.key] = {"matched": True, "payroll_period": result.period,
                                       "origin_platform": m.record.platform,
                                       "match_confidence": m.confidence}
-            platform_hits[m.record.platform] += 1
-            received_by[m.transfer.to_address] += m.transfer.amount
+            if result.period in window:
+                platform_hits[m.record.platform] += 1
+                received_by[m.transfer.to_address] += m.transfer.amount
 
     labels: dict[Wallet, dict[TransferKey, Label]] = {}
     findings: list[Finding] = []
