@@ -167,6 +167,32 @@ def test_a_refund_or_a_repaid_loan_is_not_a_pass_through():
     assert find_wash_trades(ME, refund, WashTradeConfig()) == set()
 
 
+def test_own_money_back_from_a_payer_a_record_names_is_a_wash_whatever_the_payer_does_meanwhile():
+    """Decision 134: the user pays the payer, the payer pays the same back within the window as the
+    salary a record claims: a round trip with one counterparty, however busy that payer is with strangers
+    in between (its other traffic cannot make the user's money income). Unclaimed, it stays a refund."""
+    c = Chain()
+    payer = addr(9)
+    out = c.t(ME, payer, 4000 * USDC, T0)
+    business = [c.t(addr(100 + i), payer, 1500 * USDC, T0 + timedelta(hours=3 + 6 * i)) for i in range(8)]
+    business += [c.t(payer, addr(200 + i), 1400 * USDC, T0 + timedelta(hours=5 + 6 * i)) for i in range(8)]
+    back = c.t(payer, ME, 4000 * USDC, T0 + timedelta(days=4))
+    mine = [out, back]
+    assert find_wash_trades(ME, mine, WashTradeConfig(), claimable={back.key}) == {out.key, back.key}
+    assert find_wash_trades(ME, mine, WashTradeConfig()) == set()
+    # A fee to the payroll provider before the salary is not a round trip: the net is the salary.
+    fee = c.t(ME, payer, 150 * USDC, T0 + timedelta(days=5))
+    salary = c.t(payer, ME, 4000 * USDC, T0 + timedelta(days=5, hours=1))
+    assert find_wash_trades(ME, [fee, salary], WashTradeConfig(), claimable={salary.key}) == set()
+    # Through the pipeline: the record naming the payer verifies nothing.
+    d = back.timestamp.date()
+    record = IncomeRecord("paystream", "payroll", d, Decimal(4000), payer)
+    outcome = verify([Wallet("wal_1", ME, "local")], [out, *business, back], [record],
+                     [Platform("paystream", "payroll", frozenset())], [f"{d:%Y-%m}"], CONFIG)
+    assert outcome.figures.status == "unverified"
+    assert {f.transfer.key for f in outcome.findings} == {out.key, back.key}
+
+
 # --- the funding trace -------------------------------------------------------------------------------------
 
 def traced(transfers, inbound, home=frozenset({ME}), config=None, known=None):

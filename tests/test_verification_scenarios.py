@@ -499,3 +499,7 @@ async def test_income_outside_the_window_is_labelled_self_funding_never_and_addr
         intent = (await resp.json())["payment_intent"]
         assert intent["recipient_wallet"] == vip["wallet_address"]
         assert_checksummed(intent, "payment intent")
+    for path in (f"/v1/payment-intents/{intent['id']}", "/v1/funding-wallets"):
+        status, body = await b.get(path)
+        assert status == 200, (path, body)
+        assert assert_checksummed(body, path) >= 1

@@ -52,7 +52,7 @@ class Finding:
     wallet: Wallet
     transfer: Transfer
     code: str  # WASH_TRADE or CIRCULAR_FLOW
-    funding: Funding | None = None  # the trace's evidence (None: the pass-through rule)
+    funding: Funding | None = None  # the trace's evidence (None: a round trip found by the wash rule)
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,8 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
         r.from_reference for r in records if r.from_reference)
     trace_config = config.funding_trace
     flags: dict[tuple[str, TransferKey], set[str]] = defaultdict(set)  # (wallet address, key) -> codes
-    evidence: dict[tuple[str, TransferKey], Funding] = {}
+    # The trace's evidence, per flag it raised: a transfer the wash rule also flags carries none for that.
+    evidence: dict[tuple[str, TransferKey, str], Funding] = {}
     own: dict[Wallet, list[Transfer]] = {}
     inflows: list[Transfer] = []
     traced = self_funded = 0
@@ -117,20 +118,21 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
         home = frozenset(w.address for w in mine)
         everything = by_network.get(network, [])
         touching = [t for t in everything if t.from_address in home or t.to_address in home]
+        arriving = sorted((t for t in touching if t.to_address in home and t.from_address not in home),
+                          key=lambda t: t.order)
+        candidates = {t.key for t in arriving if could_be_income(t, records, config.matching)}
         for w in mine:
             own[w] = [t for t in touching if w.address in (t.from_address, t.to_address)]
             # Between two of the user's wallets is neither: it is the same person's money.
             for key in find_wash_trades(w.address, own[w], config.wash_trade,
-                                        skip=home | set(config.dex_addresses.get(network, ()))):
+                                        skip=home | set(config.dex_addresses.get(network, ())),
+                                        claimable=candidates):
                 flags[(w.address, key)].add(WASH_TRADE)
-        arriving = sorted((t for t in touching if t.to_address in home and t.from_address not in home),
-                          key=lambda t: t.order)
         ledger = FundingLedger(everything, trace_config.max_pieces)
         network_known = None if known is None else frozenset(known.get(network, ())) | home
         # Two accountings of the same money, the larger share counts: last in first out (money passed
         # on at once, through hubs too) for every inbound transfer, and the pool (money that stopped over
         # while other money arrived) for those that could pass for income.
-        candidates = {t.key for t in arriving if could_be_income(t, records, config.matching)}
         pool = FundingPool(everything, home, trace_config, network_known,
                            payers={t.from_address for t in arriving if t.key in candidates})
         for t in arriving:
@@ -151,7 +153,7 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
             # The inbound transfer and every payment of the user's wallets found in it.
             for side in [(t.to_address, t.key), *((o.from_address, o.key) for o in funding.origins)]:
                 flags[side].add(code)
-                evidence[side] = funding
+                evidence[(*side, code)] = funding
         inflows += arriving
     flagged_keys: dict[TransferKey, tuple[str, ...]] = {}
     for (_, key), codes in flags.items():
@@ -186,7 +188,7 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
         labels[w] = classify(w.address, items, home=home, fraud={k: v for k, v in view.items() if v},
                              income=income, whitelisted=whitelisted,
                              dex=set(config.dex_addresses.get(w.network, ())))
-        findings.extend(Finding(w, t, code, evidence.get((w.address, t.key)))
+        findings.extend(Finding(w, t, code, evidence.get((w.address, t.key, code)))
                         for t in items for code in view[t.key])
     findings.sort(key=lambda f: (f.transfer.timestamp, f.transfer.order, f.wallet.address, f.code))
 
