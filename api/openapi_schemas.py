@@ -12,7 +12,7 @@ API_VERSION = "1.0.0"
 ID = {"type": "string"}
 TIMESTAMP = {"type": "string", "format": "date-time"}
 NULLABLE_TIMESTAMP = {"type": ["string", "null"], "format": "date-time"}
-ADDRESS = {"type": "string", "pattern": "^0x[0-9a-fA-F]{40}$"}
+ADDRESS = {"type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "description": "EIP-55 checksummed"}
 NUMBER = {"type": "number"}
 
 
@@ -237,7 +237,7 @@ SCHEMAS.update({
     "VerifiedPeriod": obj({
         "period": _PERIOD, "expected_amount": _USD, "received_amount": _USD, "tx_hash": {"type": "string"},
         "payout_date": {"type": "string", "format": "date"}, "block_timestamp": TIMESTAMP,
-        "origin_address": {"type": "string"}, "match_confidence": {"enum": ["exact", "close", "approximate"]},
+        "origin_address": ADDRESS, "match_confidence": {"enum": ["exact", "close", "approximate"]},
         "verified": {"const": True}}),
     "UnverifiedPeriod": obj({
         "period": _PERIOD, "expected_amount": _USD, "received_amount": _USD, "verified": {"const": False},
@@ -251,7 +251,7 @@ SCHEMAS.update({
         "code": {"enum": ["ERR_WASH_TRADE_DETECTED", "ERR_CIRCULAR_FLOW"]},
         "fraud_type": {"enum": ["wash_trade", "circular"]}, "tx_hash": {"type": "string"},
         "log_index": {"type": "integer"}, "network": {"type": "string"}, "wallet_id": ID,
-        "wallet_address": {"type": "string"}, "amount_usd": _USD, "block_timestamp": TIMESTAMP,
+        "wallet_address": ADDRESS, "amount_usd": _USD, "block_timestamp": TIMESTAMP,
         "evidence": {"type": ["object", "null"], "description": (
             "The funding trace's evidence (null for the pass-through rule): rule `funding_trace`, "
             "inbound_tx_hash, self_funded_share (of the inbound transfer, 4 decimals), intermediaries, "

@@ -19,7 +19,8 @@ routes = web.RouteTableDef()
 
 
 class FundingWalletNonce(Body):
-    address: str = Field(pattern=ADDRESS_PATTERN, description="The wallet to register (EIP-55 checksummed)")
+    address: str = Field(pattern=ADDRESS_PATTERN, description="The wallet to register (any case; "
+                         "mixed case must be EIP-55 checksummed)")
     network: str = Field(min_length=1, max_length=50,
                          description="Where a contract wallet's ERC-1271 signature is checked")
 

@@ -7,12 +7,12 @@ from decimal import Context, Decimal
 from typing import Annotated, Any
 
 from aiohttp import web
-from eth_utils import is_checksum_address
 from pydantic import Field, WithJsonSchema, field_validator
 
 from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
 from vip.api.jsonio import json_response
 from vip.api.validation import Body, read_body
+from vip.formats import address_in
 from vip.payments import service
 from vip.payments.charges import ChargeExecutor
 from vip.payments.rules import CHARGE_PENDING
@@ -34,9 +34,8 @@ def _amount(value: Any) -> Any:
 
 
 def _checksummed(value: str) -> str:
-    if not is_checksum_address(value):
-        raise ValueError("must be a checksummed (EIP-55) address")
-    return value
+    # Any case; mixed case must be a right EIP-55 checksum (decision 132). Given on in EIP-55 form.
+    return address_in(value)
 
 
 class CreatePaymentIntent(Body):
@@ -46,7 +45,8 @@ class CreatePaymentIntent(Body):
     token: str = Field(default="USDC", pattern=r"^(USDC|USDT)$")
     network: str = Field(min_length=1, max_length=50)
     recipient_wallet: str = Field(pattern=ADDRESS_PATTERN,
-                                  description="An active connected wallet of the user on the network")
+                                  description="An active connected wallet of the user on the network "
+                                              "(any case; mixed case must be EIP-55 checksummed)")
     funding_wallet: str | None = Field(default=None, pattern=ADDRESS_PATTERN,
                                        description="The lender's wallet that approves; default: the "
                                                    "organisation's default funding wallet")

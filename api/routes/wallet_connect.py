@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 from aiohttp import web
-from eth_utils import is_checksum_address
 from pydantic import Field, StringConstraints, field_validator
 
 from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
@@ -15,6 +14,7 @@ from vip.connections import wallet_signin
 from vip.connections.resource import connection_json
 from vip.connections.siwe import MAX_MESSAGE_CHARS
 from vip.errors import ValidationFailed
+from vip.formats import address_in
 
 routes = web.RouteTableDef()
 
@@ -33,11 +33,7 @@ class ConnectWallet(Body):
     @field_validator("address")
     @classmethod
     def _address(cls, value: str) -> str:
-        digits = value[2:]
-        mixed_case = digits not in (digits.lower(), digits.upper())
-        if mixed_case and not is_checksum_address(value):
-            raise ValueError("mixed-case address with an invalid EIP-55 checksum")
-        return value
+        return address_in(value)
 
 
 @routes.get("/v1/connect/wallet/nonce")
