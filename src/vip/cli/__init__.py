@@ -73,7 +73,7 @@ def no_networks_error(settings: Settings, command: str) -> str | None:
 def secrets_error(settings: Settings, command: str) -> str | None:
     """Why `command` must not start in production (no network marked local): a secret is missing or is
     a public development value. None when every secret is set, or in a development stack."""
-    problems = production_secret_problems(settings)
+    problems = production_secret_problems(settings, command)
     if not problems:
         return None
     return (f"vip {command}: refusing to start in production (no network is marked local): "
@@ -103,6 +103,10 @@ def cmd_index(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     if refuses_to_start(settings, args):
         return 2
+    if settings.operator_key_given:
+        print("vip serve: ignoring the operator key in the environment: the API never signs, `vip index` "
+              "executes charges", file=sys.stderr)
+    settings = settings.without_operator()
     url = database_url(settings)
     migrate(url)
     web.run_app(create_app(settings, url), host=args.host or settings.api.host,
