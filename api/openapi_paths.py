@@ -126,13 +126,15 @@ PATHS.update({
         "200": ok_response("The intent", INTENT_BODY)}, errors=("404",), parameters=[path_param("intent_id")],
         tag="Disbursement")},
     "/v1/charges": {"post": operation(
-        "Execute a confirmed payment intent: the operator calls disburse() once; at most one charge per "
-        "intent", "disburse", {
+        "Charge a confirmed payment intent, at most once per intent. The API records the charge and the "
+        "disbursement daemon (which alone holds the operator key) calls disburse(); the request waits up "
+        "to the configured `charge_wait_s` for it to settle", "disburse", {
             "201": ok_response(
-                "Settled: succeeded (charge.succeeded) or failed (charge.failed, see failure_code)",
-                       CHARGE_BODY),
-            "202": ok_response("Not mined within the configured wait: pending; the daemon finishes it, poll "
-                       "GET /v1/charges/{id}", CHARGE_BODY)},
+                "Settled within the wait: succeeded (charge.succeeded) or failed (charge.failed, see "
+                "failure_code)", CHARGE_BODY),
+            "202": ok_response("Accepted, processed asynchronously: still pending after the wait; follow it "
+                               "with GET /v1/charges/{id} or the charge.succeeded / charge.failed webhooks",
+                               CHARGE_BODY)},
         errors=("404", "409", "410", "422", "503"), body=payments.CreateCharge, tag="Disbursement")},
     "/v1/charges/{charge_id}": {"get": operation("Read a charge", "read", {
         "200": ok_response("The charge", CHARGE_BODY)}, errors=("404",), parameters=[path_param("charge_id")],

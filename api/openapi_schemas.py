@@ -173,7 +173,8 @@ ERRORS = {
     "500": "Unexpected error (logged, never a stack trace)",
     "502": "A connected platform failed: ERR_PLATFORM_SYNC_FAILED",
     "410": "Gone: ERR_PAYMENT_INTENT_EXPIRED",
-    "503": "Temporarily unavailable: ERR_DISBURSEMENT_UNAVAILABLE (no operator key configured)",
+    "503": "Temporarily unavailable: ERR_DISBURSEMENT_UNAVAILABLE (no disbursement daemon with the operator "
+           "key is running for the intent's network)",
 }
 
 
