@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vip.api.openapi_schemas import TIMESTAMP, ok_response, operation, path_param, query_param, ref
+from vip.api.openapi_schemas import ADDRESS, TIMESTAMP, ok_response, operation, path_param, query_param, ref
 from vip.api.routes import admin, funding_wallets, payments, platforms, users, wallet_connect, webhooks
 from vip.api.routes import dev as dev_routes
 
@@ -141,6 +141,8 @@ PATHS.update({
         tag="Disbursement")},
 })
 
+ADDRESS_PARAM = {**path_param("address"), "schema": ADDRESS,
+                 "description": "The wallet's address, in any letter case"}
 FUNDING_WALLET_BODY = {"type": "object", "properties": {"funding_wallet": ref("FundingWallet")},
                        "required": ["funding_wallet"]}
 PATHS.update({
@@ -166,6 +168,17 @@ PATHS.update({
                                                                      "items": ref("FundingWallet")}},
                 "required": ["funding_wallets"]})}, tag="Disbursement"),
     },
+    "/v1/funding-wallets/{address}": {"delete": operation(
+        "Remove a funding wallet of the organisation (and its default mark); refused with 409 "
+        "ERR_FUNDING_WALLET_IN_USE while an open payment intent of the organisation (pending_approval or "
+        "approval_confirmed) names it", "disburse", {
+            "200": ok_response("The removed registration", FUNDING_WALLET_BODY)},
+        errors=("404", "409"), parameters=[ADDRESS_PARAM], tag="Disbursement")},
+    "/v1/funding-wallets/{address}/default": {"put": operation(
+        "Make a registered funding wallet the organisation's default: payment intents that name no "
+        "funding_wallet use it", "disburse", {
+            "200": ok_response("The new default", FUNDING_WALLET_BODY)},
+        errors=("404",), parameters=[ADDRESS_PARAM], tag="Disbursement")},
 })
 
 BODY_MODELS = [users.CreateUser, admin.CreateKey, wallet_connect.ConnectWallet,

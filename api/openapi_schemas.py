@@ -114,6 +114,8 @@ SCHEMAS: dict[str, Any] = {
         "kind": {"enum": ["eoa", "contract"],
                  "description": "eoa: a key's EIP-191 signature; contract: the wallet's ERC-1271 check"},
         "registered_at": TIMESTAMP,
+        "default": {"type": "boolean", "description": "The organisation's default funding wallet: what a "
+                                                      "payment intent naming none uses"},
     }),
 }
 

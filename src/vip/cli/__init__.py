@@ -1,4 +1,5 @@
-"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, secrets, time-travel."""
+"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, funding-wallets, secrets,
+time-travel."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from vip.accounts import keys
 from vip.api.app import create_app
 from vip.chain import time_travel
 from vip.chain.rpc import RpcError
+from vip.cli.funding_wallets import add_funding_wallets_parser, run_funding_wallets_command
 from vip.cli.secrets import add_secrets_parser, run_secrets_command
 from vip.cli.webhooks import add_webhooks_parser, run_webhooks_command
 from vip.config import Settings, load_settings
@@ -172,6 +174,10 @@ def cmd_webhooks(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(run_webhooks_command(settings, database_url(settings), args))
 
 
+def cmd_funding_wallets(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(run_funding_wallets_command(settings, database_url(settings), args))
+
+
 def cmd_secrets(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(run_secrets_command(settings, database_url(settings), args))
 
@@ -283,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys_parser.set_defaults(func=cmd_keys)
 
     add_webhooks_parser(sub).set_defaults(func=cmd_webhooks)
+    add_funding_wallets_parser(sub).set_defaults(func=cmd_funding_wallets)
     add_secrets_parser(sub).set_defaults(func=cmd_secrets)
 
     watch = sub.add_parser("watch", help="add an address to a network's watch set (backfilled)")

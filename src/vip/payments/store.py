@@ -60,8 +60,10 @@ async def default_funding_wallet(conn: AsyncConnection, organisation_id: str) ->
 
 
 async def funding_wallet(conn: AsyncConnection, address: str):
-    """The registration of a funding wallet (lowercase address), or None."""
-    return (await conn.execute(select(funding_wallets).where(funding_wallets.c.address == address))).first()
+    """The registration of a funding wallet (lowercase address), or None; share-locked until the
+    transaction ends, so the wallet cannot be removed under an intent being created with it."""
+    return (await conn.execute(select(funding_wallets).where(funding_wallets.c.address == address)
+                               .with_for_update(read=True))).first()
 
 
 async def is_connected_wallet(conn: AsyncConnection, user_id: str, network: str, address: str) -> bool:
