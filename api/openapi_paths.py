@@ -43,10 +43,13 @@ PATHS = {
 PATHS.update({
     "/v1/connect/wallet/nonce": {"get": operation(
         "A single-use Sign-In with Ethereum nonce for a user (10 minutes)", "write", {
-            "200": ok_response("Put the nonce in the EIP-4361 message; stamp Issued At with issued_at", {
+            "200": ok_response("Put the nonce and, word for word, the statement in the EIP-4361 message; "
+                               "stamp Issued At with issued_at", {
                 "type": "object", "properties": {"nonce": {"type": "string"}, "issued_at": TIMESTAMP,
-                                                 "expires_at": TIMESTAMP},
-                "required": ["nonce", "issued_at", "expires_at"]})}, errors=("404",),
+                                                 "expires_at": TIMESTAMP, "statement": {
+                                                     "type": "string", "description": "The only statement a "
+                                                     "sign-in may carry (else 422 ERR_STATEMENT_MISMATCH)"}},
+                "required": ["nonce", "issued_at", "expires_at", "statement"]})}, errors=("404",),
         parameters=[{"name": "X-User-Id", "in": "header", "required": True, "schema": USER_ID}],
         tag="Connections")},
     "/v1/connect/wallet": {"post": operation(

@@ -11,7 +11,7 @@ from pydantic import Field, StringConstraints, field_validator
 from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
 from vip.api.jsonio import iso, json_response
 from vip.api.validation import NOT_BLANK, Body, read_body
-from vip.connections import wallet_signin
+from vip.connections import siwe, wallet_signin
 from vip.connections.resource import connection_json
 from vip.connections.siwe import MAX_MESSAGE_CHARS
 from vip.errors import ValidationFailed
@@ -50,7 +50,7 @@ async def wallet_nonce(request: web.Request) -> web.Response:
     nonce = await wallet_signin.issue_nonce(request.app[ENGINE], request.app[CLOCK],
                                             principal(request).organisation_id, user_id)
     return json_response({"nonce": nonce.value, "issued_at": iso(nonce.issued_at),
-                          "expires_at": iso(nonce.expires_at)})
+                          "expires_at": iso(nonce.expires_at), "statement": siwe.STATEMENT})
 
 
 @routes.post("/v1/connect/wallet")
