@@ -186,6 +186,7 @@ async def charge_daemon(settings: Settings, engine) -> AsyncIterator[ChargeCompl
     task = asyncio.create_task(completer.run(stop))
     try:
         await asyncio.wait_for(completer.listening.wait(), 30)
+        await asyncio.wait_for(completer.announced.wait(), 30)
         yield completer
     finally:
         stop.set()

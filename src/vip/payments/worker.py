@@ -115,12 +115,14 @@ class ChargeCompleter:
         self.instance_id = new_id("ex")
         self.wake = asyncio.Event()
         self.listening = asyncio.Event()  # set while the LISTEN connection is up
+        self.announced = asyncio.Event()  # set once a heartbeat is written
 
     async def beat(self) -> None:
         """Announce this daemon as an executor of its networks' charges (the API's 503 test)."""
         async with self.engine.begin() as conn:
             await store.beat_executor(conn, self.instance_id, sorted(self.executor.rpcs),
                                       self.executor.operator.address)
+        self.announced.set()
 
     async def step(self) -> bool:
         async with self.engine.begin() as conn:
@@ -166,7 +168,6 @@ class ChargeCompleter:
             await sleep_or_stop(stop, self.stale_s / 3)
 
     async def run(self, stop: asyncio.Event) -> None:
-        await self.beat()
         helpers = [asyncio.create_task(listen_and_wake(self.engine, store.CHARGE_DUE_CHANNEL, stop, self.wake,
                                                        self.listening, log), name="charges-listen"),
                    asyncio.create_task(self._beat_until(stop), name="charges-heartbeat")]
