@@ -78,7 +78,7 @@ CHARGE_OBJECT = {
     "approval_tx_hash": APPROVAL_TX, "executed_at": "2027-03-02T12:04:12Z", "failure_code": None,
     "failure_message": None, "created_at": "2027-03-02T12:04:10Z"}
 FUNDING_WALLET = {"address": LENDER, "network": "base", "kind": "eoa",
-                  "registered_at": "2027-02-20T10:00:00Z"}
+                  "registered_at": "2027-02-20T10:00:00Z", "default": True}
 WEBHOOK_ENDPOINT = {
     "id": ENDPOINT, "url": "https://hooks.acme-lending.example/vip", "description": "underwriting events",
     "event_types": ["vip.verified", "vip.partially_verified", "charge.succeeded", "charge.failed"],
@@ -159,7 +159,7 @@ PERSONA = {"name": "steady_salaried",
 CHAIN_HEAD = {"block_number": 1042, "timestamp": "2027-03-02T12:00:00Z", "unix_timestamp": 1804075200}
 SIWE_MESSAGE = (
     "app.acme-lending.example wants you to sign in with your Ethereum account:\n"
-    f"{BORROWER}\n\nConnect this wallet to Acme Lending for income verification.\n\n"
+    f"{BORROWER}\n\nConnect this wallet to verify my income.\n\n"
     "URI: https://app.acme-lending.example\nVersion: 1\nChain ID: 8453\nNonce: 9f3Kq2Lm7xW1\n"
     "Issued At: 2027-03-01T09:19:30Z")
 FUNDING_MESSAGE = (
@@ -216,7 +216,8 @@ RESPONSES: dict[tuple[str, str, str], Any] = {
     ("delete", "/v1/api-keys/{key_id}", "200"): {"api_key": {**API_KEY, "status": "revoked",
                                                              "revoked_at": NOW}},
     ("get", "/v1/connect/wallet/nonce", "200"): {"nonce": "9f3Kq2Lm7xW1", "issued_at": "2027-03-01T09:19:30Z",
-                                                 "expires_at": "2027-03-01T09:29:30Z"},
+                                                 "expires_at": "2027-03-01T09:29:30Z",
+                                                 "statement": "Connect this wallet to verify my income."},
     ("post", "/v1/connect/wallet", "201"): CONNECTION,
     ("post", "/v1/connect/wallet", "200"): CONNECTION,
     ("get", "/v1/connect/platform/authorize", "200"): {
@@ -247,6 +248,9 @@ RESPONSES: dict[tuple[str, str, str], Any] = {
     ("post", "/v1/funding-wallets", "201"): {"funding_wallet": FUNDING_WALLET},
     ("post", "/v1/funding-wallets", "200"): {"funding_wallet": FUNDING_WALLET},
     ("get", "/v1/funding-wallets", "200"): {"funding_wallets": [FUNDING_WALLET]},
+    ("delete", "/v1/funding-wallets/{address}", "200"): {"funding_wallet": {**FUNDING_WALLET,
+                                                                            "default": False}},
+    ("put", "/v1/funding-wallets/{address}/default", "200"): {"funding_wallet": FUNDING_WALLET},
     ("post", "/v1/dev/time-travel", "200"): {
         "network": "local", "previous": CHAIN_HEAD, "advanced_seconds": 2592000, "blocks_mined": 1,
         "head": {"block_number": 1043, "timestamp": "2027-04-01T12:00:00Z", "unix_timestamp": 1806667200}},
@@ -318,6 +322,13 @@ OPERATION_ERRORS: dict[tuple[str, str, str], Any] = {
         {"approval_tx_hash": APPROVAL_TX}),
     ("get", "/v1/charges/{charge_id}", "404"): _error("ERR_NOT_FOUND", f"no charge {CHARGE}",
                                                       {"charge_id": CHARGE}),
+    **{(verb, path, "404"): _error("ERR_NOT_FOUND", f"no funding wallet {LENDER} in this organisation",
+                                   {"address": LENDER})
+       for verb, path in (("delete", "/v1/funding-wallets/{address}"),
+                          ("put", "/v1/funding-wallets/{address}/default"))},
+    ("delete", "/v1/funding-wallets/{address}", "409"): _error(
+        "ERR_FUNDING_WALLET_IN_USE", "open payment intents name this funding wallet",
+        {"address": LENDER, "payment_intent_ids": [INTENT]}),
     ("post", "/v1/funding-wallets", "409"): _error(
         "ERR_FUNDING_WALLET_TAKEN", "this wallet is registered to another organisation", {"address": LENDER}),
     ("post", "/v1/funding-wallets", "422"): _error(

@@ -119,6 +119,8 @@ SCHEMAS: dict[str, Any] = {
         "kind": {"enum": ["eoa", "contract"],
                  "description": "eoa: a key's EIP-191 signature; contract: the wallet's ERC-1271 check"},
         "registered_at": TIMESTAMP,
+        "default": {"type": "boolean", "description": "The organisation's default funding wallet: what a "
+                                                      "payment intent naming none uses"},
     }),
 }
 
@@ -178,7 +180,8 @@ ERRORS = {
     "500": "Unexpected error (logged, never a stack trace)",
     "502": "A connected platform failed: ERR_PLATFORM_SYNC_FAILED",
     "410": "Gone: ERR_PAYMENT_INTENT_EXPIRED",
-    "503": "Temporarily unavailable: ERR_DISBURSEMENT_UNAVAILABLE (no operator key configured)",
+    "503": "Temporarily unavailable: ERR_DISBURSEMENT_UNAVAILABLE (no disbursement daemon with the operator "
+           "key is running for the intent's network)",
 }
 
 

@@ -22,6 +22,7 @@ from tests.support.wallets import (
 )
 from tests.test_api_access import assert_error
 from vip.api.app import create_app
+from vip.connections.siwe import STATEMENT
 
 NONCE_URL = "/v1/connect/wallet/nonce"
 CONNECT_URL = "/v1/connect/wallet"
@@ -281,7 +282,7 @@ async def test_a_message_for_another_uri_under_our_domain_is_refused(api):
 
     def signed(uri: str) -> dict:
         text = SiweMessage(domain=domain, address=account.address, uri=uri, version="1",
-                           chain_id=api.settings.networks["local"].chain_id, nonce=nonce,
+                           chain_id=api.settings.networks["local"].chain_id, nonce=nonce, statement=STATEMENT,
                            issued_at=ISO8601Datetime.from_datetime(now)).prepare_message()
         return {"user_id": user, "address": account.address, "network": "local", "message": text,
                 "signature": sign(text, account)}
@@ -295,4 +296,36 @@ async def test_a_message_for_another_uri_under_our_domain_is_refused(api):
     assert await counts(api) == dict.fromkeys(TABLES, 0)
     assert await nonce_used_at(api, nonce) is None
     resp = await post(api, signed(f"http://{domain}/connect/wallet"))  # any path on our origin
+    assert resp.status == 201, await resp.text()
+
+
+async def test_the_statement_is_ours_word_for_word(api):
+    """The nonce comes with our statement; a sign-in whose message says anything else (another text, a
+    changed letter, none at all) is refused with its own code, and changes nothing, the nonce included."""
+    user = await api.user()
+    account = Account.create()
+    resp = await api.client.get(NONCE_URL, headers={**await api.headers(), "X-User-Id": user})
+    assert (await resp.json())["statement"] == STATEMENT == "Connect this wallet to verify my income."
+    nonce, now = await get_nonce(api, user)
+    domain = service_domain(api)
+
+    def signed(statement: str | None) -> dict:
+        text = SiweMessage(domain=domain, address=account.address, uri=f"http://{domain}/", version="1",
+                           chain_id=api.settings.networks["local"].chain_id, nonce=nonce, statement=statement,
+                           issued_at=ISO8601Datetime.from_datetime(now)).prepare_message()
+        return {"user_id": user, "address": account.address, "network": "local", "message": text,
+                "signature": sign(text, account)}
+
+    for statement in ("I transfer all my funds to the bearer.", STATEMENT.lower(), STATEMENT + " ", None):
+        resp = await post(api, signed(statement))
+        assert resp.status in (400, 422), (statement, await resp.text())
+        if resp.status == 400:  # the grammar has no room for a trailing space: not even a SIWE message
+            assert statement == STATEMENT + " "
+            continue
+        payload = await resp.json()
+        assert_error(payload, "ERR_STATEMENT_MISMATCH")
+        assert payload["error"]["details"] == {"statement": statement, "expected_statement": STATEMENT}
+    assert await counts(api) == dict.fromkeys(TABLES, 0)
+    assert await nonce_used_at(api, nonce) is None
+    resp = await post(api, signed(STATEMENT))
     assert resp.status == 201, await resp.text()

@@ -10,7 +10,7 @@ from pydantic import Field, StringConstraints, field_validator
 from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
 from vip.api.jsonio import iso, json_response
 from vip.api.validation import NOT_BLANK, Body, read_body
-from vip.connections import wallet_signin
+from vip.connections import siwe, wallet_signin
 from vip.connections.resource import connection_json
 from vip.connections.siwe import MAX_MESSAGE_CHARS
 from vip.errors import ValidationFailed
@@ -45,7 +45,7 @@ async def wallet_nonce(request: web.Request) -> web.Response:
                                {"X-User-Id": "required, 1 to 100 characters"})
     nonce = await wallet_signin.issue_nonce(request.app[ENGINE], principal(request).organisation_id, user_id)
     return json_response({"nonce": nonce.value, "issued_at": iso(nonce.issued_at),
-                          "expires_at": iso(nonce.expires_at)})
+                          "expires_at": iso(nonce.expires_at), "statement": siwe.STATEMENT})
 
 
 @routes.post("/v1/connect/wallet")

@@ -101,7 +101,7 @@ class VipClient:
         message = SiweMessage(
             domain=domain, address=account.address, uri=f"http://{domain}/", version="1",
             chain_id=chain_id, nonce=nonce.body["nonce"],
-            statement="Connect this wallet to verify my income.",
+            statement=nonce.body["statement"],  # the service's, word for word
             issued_at=ISO8601Datetime.from_datetime(issued_at),
         ).prepare_message()
         signature = "0x" + Account.sign_message(encode_defunct(text=message), account.key).signature.hex()

@@ -1,4 +1,5 @@
-"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, secrets, time-travel."""
+"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, funding-wallets, secrets,
+time-travel."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from vip.api.app import create_app
 from vip.chain import time_travel
 from vip.chain.rpc import RpcError
 from vip.cli.errors import explain, shown_database
+from vip.cli.funding_wallets import add_funding_wallets_parser, run_funding_wallets_command
 from vip.cli.secrets import add_secrets_parser, run_secrets_command
 from vip.cli.webhooks import add_webhooks_parser, run_webhooks_command
 from vip.config import Settings, load_settings
@@ -77,7 +79,7 @@ def no_networks_error(settings: Settings, command: str) -> str | None:
 def secrets_error(settings: Settings, command: str) -> str | None:
     """Why `command` must not start in production (no network marked local): a secret is missing or is
     a public development value. None when every secret is set, or in a development stack."""
-    problems = production_secret_problems(settings)
+    problems = production_secret_problems(settings, command)
     if not problems:
         return None
     return (f"vip {command}: refusing to start in production (no network is marked local): "
@@ -107,6 +109,10 @@ def cmd_index(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     if refuses_to_start(settings, args):
         return 2
+    if settings.operator_key_given:
+        print("vip serve: ignoring the operator key in the environment: the API never signs, `vip index` "
+              "executes charges", file=sys.stderr)
+    settings = settings.without_operator()
     url = database_url(settings)
     migrate(url)
     host, port = args.host or settings.api.host, args.port or settings.api.port
@@ -187,6 +193,10 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
 # --- webhooks (issue 6) ---
 def cmd_webhooks(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(run_webhooks_command(settings, database_url(settings), args))
+
+
+def cmd_funding_wallets(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(run_funding_wallets_command(settings, database_url(settings), args))
 
 
 def cmd_secrets(settings: Settings, args: argparse.Namespace) -> int:
@@ -324,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys_parser.set_defaults(func=cmd_keys)
 
     add_webhooks_parser(sub).set_defaults(func=cmd_webhooks)
+    add_funding_wallets_parser(sub).set_defaults(func=cmd_funding_wallets)
     add_secrets_parser(sub).set_defaults(func=cmd_secrets)
 
     watch = sub.add_parser("watch", help="add an address to a network's watch set (backfilled)")

@@ -165,15 +165,16 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
         env = dict(os.environ)
         env[ENV_DATABASE_URL] = database_url
         env[ENV_CONFIG_FILES] = os.pathsep.join([str(local_config), str(overlay)])
-        # The contract's operator: a funded Anvil dev account, handed to the children in their environment.
-        env.setdefault(ENV_OPERATOR_KEY, dev_keys(node).operator)
+        # The contract's operator: a funded Anvil dev account, handed to the daemon alone in its environment
+        # (the API never signs; it holds no key).
+        operator_key = env.pop(ENV_OPERATOR_KEY, None) or dev_keys(node).operator
         settings = load_settings(environ=env)
         vip = [vip_console_script()]
         logs = data_dir / "logs"
         logs.mkdir(exist_ok=True)
-        for role in ("index", "serve"):
+        for role, role_env in (("index", {**env, ENV_OPERATOR_KEY: operator_key}), ("serve", env)):
             out = (logs / f"{role}.log").open("ab")
-            children.append(subprocess.Popen([*vip, role], env=env, stdout=out,
+            children.append(subprocess.Popen([*vip, role], env=role_env, stdout=out,
                                              stderr=subprocess.STDOUT))
         wait_http(f"http://127.0.0.1:{metrics_port}/healthz", 60, children[0])
         wait_http(f"{base_url}/healthz", 60, children[1])
