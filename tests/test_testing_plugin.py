@@ -3,6 +3,10 @@ HTTP the way the README's example test does."""
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
 from tests.support.paths import REPO_ROOT
 from vip.testing import FundedAccounts, VipClient, VipStack
 
@@ -37,3 +41,14 @@ def test_the_readme_example_test_passes(vip_stack: VipStack, vip_client: VipClie
     accounts = FundedAccounts(borrowers=vip_accounts.borrowers[1:], lenders=vip_accounts.lenders,
                               minter=vip_accounts.minter)
     example(vip_stack, vip_client, accounts)
+
+
+def test_a_stack_that_cannot_start_says_why_in_one_line(tmp_path):
+    """The plugin's start-up failure carries vip dev's own one-line error, not only a log's path."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "VIP_CONFIG")}
+    env["VIP_ANVIL_BIN"] = str(tmp_path / "no-anvil-here")
+    with pytest.raises(RuntimeError) as failed:
+        VipStack.start(tmp_path / "stack", env=env)
+    message = str(failed.value)
+    assert message.startswith("vip dev exited with 2: vip dev: ") and "VIP_ANVIL_BIN" in message
+    assert "Traceback" not in message

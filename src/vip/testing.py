@@ -74,10 +74,10 @@ class VipStack:
         deadline = time.monotonic() + timeout_s
         while not state_file.exists():
             if proc.poll() is not None:
-                raise RuntimeError(f"vip dev exited with {proc.returncode}; see {data_dir / 'vip-dev.log'}")
+                raise RuntimeError(f"vip dev exited with {proc.returncode}: {why_not_started(data_dir)}")
             if time.monotonic() > deadline:
                 proc.kill()
-                raise TimeoutError(f"vip dev not ready within {timeout_s}s; see {data_dir / 'vip-dev.log'}")
+                raise TimeoutError(f"vip dev not ready within {timeout_s}s: {why_not_started(data_dir)}")
             time.sleep(0.2)
         state = json.loads(state_file.read_text())
         local = state["networks"][NETWORK]
@@ -95,6 +95,18 @@ class VipStack:
                 self.process.kill()
                 self.process.wait()
         return self.process.returncode
+
+
+def why_not_started(data_dir: Path, tail: int = 12) -> str:
+    """What the failed start said: `vip dev`'s one-line error when it gave one (a busy port, a missing
+    Anvil, a bad configuration), else the end of its log and of its children's."""
+    logs = [data_dir / "vip-dev.log", data_dir / "logs" / "serve.log", data_dir / "logs" / "index.log"]
+    said = {log: log.read_text(errors="replace").splitlines() for log in logs if log.exists()}
+    own = [line for line in said.get(logs[0], []) if line.startswith("vip dev: ")]
+    if own:
+        return own[-1]
+    parts = [f"last lines of {log}:\n" + "\n".join(lines[-tail:]) for log, lines in said.items() if lines]
+    return "\n".join(parts) or f"nothing logged in {data_dir}"
 
 
 @dataclass(frozen=True)
