@@ -195,11 +195,13 @@ def run(state_path: Path) -> None:
         return "0x" + receipt["transactionHash"].hex().removeprefix("0x")
 
     receiver = WebhookReceiver()
+    endpoint_id = None
     try:
         step("1. webhook endpoint")
         created = api.post("/v1/webhook-endpoints", {"url": receiver.url, "description": "lender_flow.py"})
         expect(created.status == 201, "webhook endpoint not created", created)
         receiver.secret = created.body["webhook_endpoint"]["secret"].encode()
+        endpoint_id = created.body["webhook_endpoint"]["id"]
         print(f"   {created.body['webhook_endpoint']['id']} -> {receiver.url}")
 
         step("2. user and wallet sign-in")
@@ -324,6 +326,10 @@ def run(state_path: Path) -> None:
         print(f"   {len(receiver.events)} events received and verified: "
               + ", ".join(sorted({e['type'] for e in mine})))
     finally:
+        # The receiver goes away with this script: so does its endpoint, or later events would be
+        # retried against a closed port.
+        if endpoint_id is not None:
+            api.request("DELETE", f"/v1/webhook-endpoints/{endpoint_id}")
         receiver.close()
 
 
