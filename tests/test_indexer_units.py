@@ -264,9 +264,9 @@ def test_headers_needed_example():
 
 def test_header_window_start():
     # The finalized block (head - depth) when the cursor is above it ...
-    assert header_window_start(cursor=1000, head=1000, finality_depth=65) == 935
+    assert header_window_start(cursor=1000, finalized=935) == 935
     # ... but never above the cursor (during an initial sync far behind the head).
-    assert header_window_start(cursor=100, head=1000, finality_depth=65) == 100
+    assert header_window_start(cursor=100, finalized=935) == 100
 
 
 # --- throttle --------------------------------------------------------------------------------------------
