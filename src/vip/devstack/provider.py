@@ -21,7 +21,8 @@ PROFILES and in docs/operations.md "Choosing a provider plan"):
   that many blocks behind each node's head instead (a chain's own finality, e.g. an L2's).
 
 Every random draw comes from `random.Random(seed)` under a lock, in arrival order. `calls` counts items
-by method, `refusals` the answers the stand-in made up by kind, `http_requests` the HTTP requests.
+by method, `refusals` the answers the stand-in made up by kind, `http_requests` the HTTP requests,
+`lagged_requests` those a lagging node answered.
 The server runs on its own thread and event loop, so synchronous code, any asyncio loop and child
 processes can all use it.
 """
@@ -197,6 +198,7 @@ class ProviderStandIn:
         self.calls: Counter[str] = Counter()
         self.refusals: Counter[str] = Counter()
         self.http_requests = 0
+        self.lagged_requests = 0
         self._rng = random.Random(self.faults.seed)
         self._lock = threading.Lock()
         self._bucket = _Bucket(self.profile.requests_per_s) if self.profile.requests_per_s else None
@@ -276,6 +278,7 @@ class ProviderStandIn:
             self.calls.update(str(i.get("method")) for i in items)
             u_fault, status = self._rng.random(), self._rng.choice((502, 503))
             lag = self._rng.choice(self.node_lags)
+            self.lagged_requests += lag > 0
             faults, missing = self.faults, self.missing_log_blocks
             throttled = self._bucket is not None and not self._bucket.take(max(len(items), 1))
         profile = self.profile
