@@ -63,7 +63,7 @@ async def test_exact_behind_each_provider_with_faults_and_lagging_nodes(chain: C
     margin = 3  # >= the largest node lag (2) + the blocks whose logs a lagging node misses (1)
     faults = FaultRates(seed=7, http_5xx=0.05, timeout=0.02, timeout_hold_s=1.0)
     with ProviderStandIn(chain.node.rpc_url, SCALED[profile], faults=faults, node_lags=(0, 0, 2),
-                         missing_log_blocks=1, requests_per_s=150) as provider:
+                         missing_log_blocks=1, requests_per_s=25) as provider:
         network = local_network(provider.url, chain.node.chain_id, chain.contracts, finality_depth=4,
                                 initial_block_range=200, max_block_range=5000, head_margin=margin,
                                 history_initial_block_range=100_000, history_max_block_range=10_000_000)
@@ -86,6 +86,7 @@ async def test_exact_behind_each_provider_with_faults_and_lagging_nodes(chain: C
     # The provider's habits really met the indexer, and it read them as designed.
     assert refusals["range_cap" if SCALED[profile].range_cap else "result_cap"] > 0, dict(refusals)
     assert refusals["http_5xx"] > 0 and refusals["timeout"] > 0, dict(refusals)
+    assert refusals["rate_limited"] > 0, dict(refusals)  # HTTP 429 with Retry-After
     assert provider.lagged_requests > 0
     assert metrics.RPC_ERRORS.labels("local", "eth_getLogs", "range_too_large")._value.get() > 0
 
