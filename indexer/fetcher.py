@@ -11,7 +11,13 @@ import structlog
 
 from vip import metrics
 from vip.chain.contracts import APPROVAL_TOPIC, TRANSFER_TOPIC
-from vip.chain.rpc import NodeBehindError, RangeTooLargeError, RpcClient, TransientRpcError
+from vip.chain.rpc import (
+    NodeBehindError,
+    RangeTooLargeError,
+    RateLimitedError,
+    RpcClient,
+    TransientRpcError,
+)
 from vip.config import NetworkConfig
 from vip.indexer.decode import BlockHeader, TokenLog, address_topic, parse_header, parse_token_log
 from vip.indexer.ranges import AdaptiveRange, next_range
@@ -111,13 +117,22 @@ class LogFetcher:
                 end_before = (await self.headers([end]))[end]
                 logs = await self.logs_in(start, end, addresses)
             except RangeTooLargeError as exc:
-                if exc.suggested_size and exc.suggested_size < end - start + 1:
+                if exc.cap and exc.cap < end - start + 1:
+                    self.sizer.cap(exc.cap)
+                elif exc.suggested_size and exc.suggested_size < end - start + 1:
                     self.sizer.suggest(exc.suggested_size)
                 else:
                     self.sizer.failed()
                 failures += 1
             except NodeBehindError:
                 raise
+            except RateLimitedError:
+                # A throttle says nothing about the range: the client already waited (Retry-After);
+                # ask the same range again rather than paying for more, smaller calls.
+                failures += 1
+                if failures >= 6:
+                    raise
+                continue
             except TransientRpcError:
                 self.sizer.failed()
                 failures += 1

@@ -13,7 +13,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip import metrics
-from vip.chain.rpc import NodeBehindError, RpcClient, RpcError
+from vip.chain.rpc import NodeBehindError, RpcCallError, RpcClient, RpcError
 from vip.config import IndexerConfig, NetworkConfig
 from vip.indexer import store
 from vip.indexer.decode import BlockHeader, parse_header
@@ -49,6 +49,7 @@ class Follower:
         self._behind_since: float | None = None
         self._prefetch: _Prefetch | None = None
         self._progress: Progress | None = None
+        self._tag_unknown = False
         self.log = log.bind(network=self.name)
 
     # --- start ---------------------------------------------------------------------------------------
@@ -78,9 +79,11 @@ class Follower:
 
     async def step(self) -> bool:
         """Index the next range; True when caught up with the head (the caller then waits a poll)."""
-        latest = await self.rpc.call("eth_getBlockByNumber", ["latest", False])
-        head = parse_header(latest)
+        head, finalized = await self._head_and_final()
         metrics.HEAD_BLOCK.labels(self.name).set(head.number)
+        # Stay `head_margin` blocks behind the provider's head (a lagging node behind its load balancer
+        # may not have the logs of its newest blocks yet); the lag metrics still count from the head.
+        target = head.number - self.network.head_margin
         async with self.engine.connect() as conn:
             cursor = await store.load_cursor(conn, self.name)
             watch = await store.load_watch_set(conn, self.name)
@@ -88,7 +91,7 @@ class Follower:
         metrics.WATCHED_ADDRESSES.labels(self.name).set(len(watch))
         new_addresses = [w.address for w in watch if w.live_from_block is None]
 
-        if head.number <= cursor.block_number:
+        if target <= cursor.block_number:
             await self._check_tip(cursor, head)
             if new_addresses:
                 # Idle at the head: the next range starts after the cursor and will include them.
@@ -105,23 +108,22 @@ class Follower:
             if self.network.disbursement_contract:
                 addresses.append(self.network.disbursement_contract.lower())
             addresses = sorted(set(addresses))
-        finalized = finalized_block(head.number, self.network.finality_depth)
         started = time.perf_counter()
         try:
             fetched = await self._take_prefetched(cursor, addresses)
             if fetched is None:
                 fetched = await self.fetcher.fetch_range(cursor.block_number, cursor.block_hash,
-                                                         head.number, finalized, addresses)
+                                                         target, finalized, addresses)
         except ReorgDetected as exc:
             self.log.warning("reorg suspected", block=exc.block_number, cursor=cursor.block_number)
             await self._repair_reorg(cursor, head)
             return False
         fetched_at = time.perf_counter()
-        if fetched.end < head.number:
+        if fetched.end < target:
             # Catching up: download the next range while this one is written.
             next_cursor = Cursor(fetched.end, fetched.headers[fetched.end].hash)
             self._prefetch = _Prefetch(next_cursor, addresses, asyncio.create_task(
-                self.fetcher.fetch_range(next_cursor.block_number, next_cursor.block_hash, head.number,
+                self.fetcher.fetch_range(next_cursor.block_number, next_cursor.block_hash, target,
                                          finalized, addresses)))
         if addresses is not None:
             new_addresses = [a for a in new_addresses if a in set(addresses)]
@@ -129,8 +131,30 @@ class Follower:
         metrics.BATCH_SECONDS.labels(self.name, "fetch").observe(fetched_at - started)
         metrics.BATCH_SECONDS.labels(self.name, "store").observe(time.perf_counter() - fetched_at)
         self._update_lag(head, fetched.end, fetched.headers[fetched.end].timestamp)
-        self._report_progress(cursor.block_number, fetched.end, head.number)
-        return fetched.end >= head.number
+        self._report_progress(cursor.block_number, fetched.end, target)
+        return fetched.end >= target
+
+    async def _head_and_final(self) -> tuple[BlockHeader, int]:
+        """The node's head and the highest block it calls final: its `finalized` (or `safe`) block, asked
+        in the same HTTP request as the head so both come from one node; `finality_depth` behind the
+        head on a network configured so, or whose node does not know the tag (logged once)."""
+        if self.network.finality != "depth" and not self._tag_unknown:
+            try:
+                latest, tagged = await self.rpc.batch([
+                    ("eth_getBlockByNumber", ["latest", False]),
+                    ("eth_getBlockByNumber", [self.network.finality, False])])
+            except RpcCallError as exc:
+                self._tag_unknown = True
+                self.log.error("node does not answer the finality tag; using finality_depth instead",
+                               tag=self.network.finality, finality_depth=self.network.finality_depth,
+                               error=exc.message[:200])
+            else:
+                head = parse_header(latest)
+                # A node may not have a finalized block yet (a young chain): nothing is final then.
+                final = parse_header(tagged).number if tagged else -1
+                return head, min(final, head.number)
+        head = parse_header(await self.rpc.call("eth_getBlockByNumber", ["latest", False]))
+        return head, finalized_block(head.number, self.network.finality_depth)
 
     async def _take_prefetched(self, cursor: Cursor, addresses: list[str] | None) -> FetchedRange | None:
         """The prefetched next range, if it continues from this cursor with the same watch set."""
@@ -145,7 +169,7 @@ class Follower:
     async def _commit(self, fetched: FetchedRange, head: BlockHeader, finalized: int,
                       new_addresses: list[str]) -> None:
         timestamps = {n: h.timestamp for n, h in fetched.headers.items()}
-        keep_from = header_window_start(fetched.end, head.number, self.network.finality_depth)
+        keep_from = header_window_start(fetched.end, finalized)
         headers = [h for n, h in fetched.headers.items() if n >= keep_from]
         end_header = fetched.headers[fetched.end]
         for direct in (True, False):
@@ -160,6 +184,7 @@ class Follower:
                         conn, self.name, logs=fetched.logs, symbols=self.symbols, timestamps=timestamps,
                         headers=headers, cursor=Cursor(fetched.end, end_header.hash),
                         keep_headers_from=keep_from, direct=direct)
+                    await store.set_final_block(conn, self.name, finalized)
                     if new_addresses:
                         await store.mark_live_from(conn, self.name, new_addresses,
                                                    self._live_from(fetched.start))
@@ -208,11 +233,13 @@ class Follower:
         if fork is None:
             return  # the node changed its mind while we looked: nothing to repair now
         depth = cursor.block_number - fork.block_number
-        beyond = depth > self.network.finality_depth
         async with self.engine.begin() as conn:
             locked = await store.load_cursor(conn, self.name, lock=True)
             if locked != cursor:
                 return
+            # Beyond finality: the reorg removed a block already treated as final.
+            final = await store.final_block(conn, self.network)
+            beyond = final is not None and fork.block_number < final
             await store.rollback_to(conn, self.name, fork=fork, old_head=cursor, beyond_finality=beyond)
         metrics.REORGS.labels(self.name).inc()
         metrics.REORG_DEPTH.labels(self.name).observe(depth)

@@ -20,7 +20,8 @@ def next_range(cursor: int, head: int, size: int) -> tuple[int, int] | None:
 
 @dataclass
 class AdaptiveRange:
-    """Block-range size for eth_getLogs: grows after successes, halves on failures, obeys hints."""
+    """Block-range size for eth_getLogs: starts large, grows after successes, halves on failures, takes
+    a provider's suggested range, and never again passes a block-range cap the provider stated."""
 
     size: int
     maximum: int
@@ -39,4 +40,10 @@ class AdaptiveRange:
         self.size = max(self.minimum, self.size // 2)
 
     def suggest(self, size: int) -> None:
+        """A width that works here (sized by results): taken now, grown from later."""
         self.size = max(self.minimum, min(self.maximum, size))
+
+    def cap(self, size: int) -> None:
+        """The provider's block-range cap: the most ever asked from now on."""
+        self.maximum = max(self.minimum, min(self.maximum, size))
+        self.size = min(self.size, self.maximum)

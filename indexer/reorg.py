@@ -36,7 +36,7 @@ def headers_needed(start: int, end: int, finalized: int, log_blocks: set[int]) -
     return sorted(needed)
 
 
-def header_window_start(cursor: int, head: int, finality_depth: int) -> int:
+def header_window_start(cursor: int, finalized: int) -> int:
     """Lowest block whose header is kept: the finalized block itself (the anchor a fork search stops at),
     never above the cursor."""
-    return min(cursor, head - finality_depth)
+    return min(cursor, finalized)

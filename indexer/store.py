@@ -16,6 +16,7 @@ from sqlalchemy import Row, delete, func, select, union, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from vip.config import NetworkConfig
 from vip.indexer.decode import BlockHeader, TokenLog
 from vip.store.tables import (
     block_headers,
@@ -61,6 +62,30 @@ async def init_cursor(conn: AsyncConnection, network: str, chain_id: int, cursor
 
 async def stored_chain_id(conn: AsyncConnection, network: str) -> int | None:
     return await conn.scalar(select(chain_cursors.c.chain_id).where(chain_cursors.c.network == network))
+
+
+async def set_final_block(conn: AsyncConnection, network: str, final: int) -> None:
+    """Raise the network's final block to `final`, never above the cursor and never back down (a lagging
+    node's older `finalized` must not undo what another node already finalized; only a reorg lowers it)."""
+    kept = func.greatest(func.coalesce(chain_cursors.c.final_block, final), final)
+    await conn.execute(update(chain_cursors).where(chain_cursors.c.network == network).values(
+        final_block=func.least(chain_cursors.c.block_number, kept)))
+
+
+async def final_block(conn: AsyncConnection, network: NetworkConfig) -> int | None:
+    """THE final block of a network: what acts on finality (approval confirmation, charges, fraud flags,
+    income) acts only on blocks at or below it. None before the network has a cursor."""
+    return (await final_blocks(conn, [network])).get(network.name)
+
+
+async def final_blocks(conn: AsyncConnection, networks: Iterable[NetworkConfig]) -> dict[str, int]:
+    """final_block() of several networks at once (those with a cursor)."""
+    configs = {n.name: n for n in networks}
+    rows = await conn.execute(select(chain_cursors.c.network, chain_cursors.c.block_number,
+                                     chain_cursors.c.final_block)
+                              .where(chain_cursors.c.network.in_(list(configs))))
+    return {r.network: r.final_block if r.final_block is not None
+            else r.block_number - configs[r.network].finality_depth for r in rows}
 
 
 async def _set_cursor(conn: AsyncConnection, network: str, cursor: Cursor) -> None:
@@ -200,6 +225,9 @@ async def rollback_to(conn: AsyncConnection, network: str, *, fork: Cursor, old_
         watched_addresses.c.network == network, watched_addresses.c.live_from_block > fork.block_number + 1,
     ).values(live_from_block=fork.block_number + 1))
     await _set_cursor(conn, network, fork)
+    await conn.execute(update(chain_cursors).where(
+        chain_cursors.c.network == network, chain_cursors.c.final_block > fork.block_number,
+    ).values(final_block=fork.block_number))
     await conn.execute(chain_reorgs.insert().values(
         network=network, old_head_number=old_head.block_number, old_head_hash=old_head.block_hash,
         fork_block_number=fork.block_number, depth=old_head.block_number - fork.block_number,

@@ -21,11 +21,12 @@ from vip.client import VipClient
 from vip.devstack.anvil import free_ports, rpc_call
 
 
-def start_dev(data_dir: Path, state_file: Path, env: dict[str, str]) -> tuple[subprocess.Popen, dict]:
+def start_dev(data_dir: Path, state_file: Path, env: dict[str, str], *options: str,
+              ) -> tuple[subprocess.Popen, dict]:
     """vip dev in a subprocess, output in <data_dir>.out beside it; returns once the state file exists."""
     ports = dict(zip(("--anvil-port", "--api-port", "--metrics-port"), free_ports(3), strict=True))
     args = [sys.executable, "-m", "vip.cli", "dev", "--data-dir", str(data_dir),
-            "--state-file", str(state_file)]
+            "--state-file", str(state_file), *options]
     for flag, port in ports.items():
         args += [flag, str(port)]
     state_file.unlink(missing_ok=True)
@@ -228,3 +229,23 @@ def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
     out = stop_dev(proc)
     assert "database   DATABASE_URL" in out
     assert not (tmp_path / "dev-external" / "pg").exists()
+
+
+def test_vip_dev_behind_a_provider_stand_in(tmp_path: Path, databases):
+    """`vip dev --provider quicknode`: the daemon reaches Anvil through the stand-in and follows the chain."""
+    data_dir = tmp_path / "dev"
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "VIP_CONFIG")}
+    proc, state = start_dev(data_dir, tmp_path / "state.json", env, "--no-demo", "--provider", "quicknode")
+    try:
+        anvil_url = state["networks"]["local"]["rpc_url"]
+        configured = (data_dir / "networks.local.toml").read_text()
+        stand_in_url = next(line.split('"')[1] for line in configured.splitlines()
+                            if line.startswith("rpc_url"))
+        assert stand_in_url != anvil_url
+        assert int(rpc_call(stand_in_url, "eth_chainId"), 16) == state["networks"]["local"]["chain_id"]
+        assert "(stand-in of quicknode)" in wait_for_output(proc, "stand-in of")
+        rpc_call(anvil_url, "anvil_mine", ["0x5"])
+        head = int(rpc_call(anvil_url, "eth_blockNumber"), 16)
+        wait_for_metric(state["metrics_url"], f'vip_indexer_indexed_block{{network="local"}} {head}.0')
+    finally:
+        stop_dev(proc)

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vip.chain.contracts import APPROVAL_TOPIC, TRANSFER_TOPIC
-from vip.chain.range_errors import is_range_too_large, suggested_range_size
+from vip.chain.range_errors import block_range_cap, is_range_too_large, suggested_range_size
 from vip.chain.throttle import AdaptiveRateLimiter, backoff_delay
 from vip.indexer.decode import BlockHeader, address_topic, parse_header, parse_token_log
 from vip.indexer.progress import Progress, format_progress
@@ -59,6 +59,32 @@ def test_suggested_range_size_decimal_brackets():
 
 def test_suggested_range_size_from_maximum_range():
     assert suggested_range_size(MAX_RANGE_MSG, 123) == 2000
+
+
+@pytest.mark.parametrize(("message", "cap"), [
+    ("eth_getLogs is limited to a 10,000 range", 10_000),  # QuickNode
+    ("eth_getLogs is limited to 1024 block range. Please check the parameter requirements", 1024),  # BlockPI
+    ("eth_getLogs range is too large, max is 1k blocks", 1000),  # "1k" is a thousand, not one
+    ("query exceeds max block range 100000", 100_000),
+    (MAX_RANGE_MSG, 2000),
+])
+def test_block_range_cap_stated_by_the_refusal(message, cap):
+    assert is_range_too_large(message)
+    assert block_range_cap(message) == cap
+    assert suggested_range_size(message, 0) == cap
+
+
+@pytest.mark.parametrize("message", [INFURA_MSG, ALCHEMY_MSG, NO_HINT_MSG])
+def test_result_cap_refusals_state_no_block_range_cap(message):
+    # Alchemy's "up to a 2K block range" prose is no cap: any range under 10K logs is accepted.
+    assert block_range_cap(message) is None
+
+
+def test_suggested_range_from_a_dash_range():
+    message = "query exceeds max results 20000, retry with the range 23879634-23879696"
+    assert is_range_too_large(message)
+    assert suggested_range_size(message, 23879634) == 63
+    assert block_range_cap(message) is None
 
 
 @pytest.mark.parametrize("message", [NO_HINT_MSG, "Log response size exceeded.", "execution reverted"])
@@ -180,6 +206,18 @@ def test_adaptive_range_suggest_clamps(hint, expected):
     assert sizer.size == expected
 
 
+def test_adaptive_range_cap_is_kept_while_a_suggestion_is_grown_from():
+    sizer = AdaptiveRange(size=100_000, maximum=10_000_000)
+    sizer.cap(10_000)
+    assert (sizer.size, sizer.maximum) == (10_000, 10_000)
+    for _ in range(5):
+        sizer.succeeded(logs_returned=0, target_logs=1000)
+    assert sizer.size == 10_000  # never past the provider's cap again
+    sizer.suggest(300)  # a result-sized width: taken now ...
+    sizer.succeeded(logs_returned=0, target_logs=1000)
+    assert sizer.size == 600  # ... and grown from
+
+
 def test_adaptive_range_initial_size_clamped():
     assert AdaptiveRange(size=5000, maximum=2000).size == 2000
     assert AdaptiveRange(size=0, maximum=2000, minimum=3).size == 3
@@ -264,9 +302,9 @@ def test_headers_needed_example():
 
 def test_header_window_start():
     # The finalized block (head - depth) when the cursor is above it ...
-    assert header_window_start(cursor=1000, head=1000, finality_depth=65) == 935
+    assert header_window_start(cursor=1000, finalized=935) == 935
     # ... but never above the cursor (during an initial sync far behind the head).
-    assert header_window_start(cursor=100, head=1000, finality_depth=65) == 100
+    assert header_window_start(cursor=100, finalized=935) == 100
 
 
 # --- throttle --------------------------------------------------------------------------------------------

@@ -76,10 +76,23 @@ class NetworkConfig(_Strict):
     local: bool = False
     tokens: dict[str, TokenConfig]
     disbursement_contract: str | None = None
+    # Which block counts as final (decision 147): the node's `finalized` or `safe` tag, or `depth`:
+    # `finality_depth` blocks behind the head (local chains, and the fallback for a node that does not
+    # know the tag). `finality_depth` also bounds how deep a reorg the follower expects.
+    finality: Literal["finalized", "safe", "depth"] = "depth"
     finality_depth: int = Field(ge=0)
+    # Blocks the follower stays behind the provider's reported head: a load balancer's nodes differ by a
+    # few blocks and a lagging one may not have the logs of its newest blocks yet (decision 148).
+    head_margin: int = Field(default=0, ge=0)
     poll_interval_s: float = Field(default=2.0, gt=0)
+    # eth_getLogs ranges of the live follower (every watched address, or every token log): start at
+    # `initial_block_range`, never past `max_block_range`, shrink on the provider's refusal.
     max_block_range: int = Field(default=2000, ge=1)
     initial_block_range: int = Field(default=100, ge=1)
+    # The same for a newly watched wallet's history (few addresses: most plans let such a query span
+    # any range under their result cap, so it starts large; decision 146).
+    history_initial_block_range: int = Field(default=100_000, ge=1)
+    history_max_block_range: int = Field(default=10_000_000, ge=1)
     mode: Literal["watched", "all"] = "watched"
     start_block: int = Field(default=0, ge=0)
 
@@ -155,6 +168,11 @@ class RpcConfig(_Strict):
     max_requests_per_s: float = Field(default=50.0, gt=0)
     min_requests_per_s: float = Field(default=1.0, gt=0)
     max_addresses_per_filter: int = Field(default=500, ge=1)
+    # Items per JSON-RPC batch (headers): under every provider's batch cap (Alchemy: 1000 over HTTP, and
+    # it recommends under 50; see docs/operations.md "Choosing a provider plan").
+    max_batch_size: int = Field(default=100, ge=1)
+    # The longest `Retry-After` obeyed as is (a longer one is waited for in several retries).
+    retry_after_cap_s: float = Field(default=30.0, ge=0)
 
 
 class IndexerConfig(_Strict):

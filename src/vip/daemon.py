@@ -30,13 +30,15 @@ log = structlog.get_logger(__name__)
 
 def build_network_tasks(settings: Settings, network: NetworkConfig, engine, rpc: RpcClient):
     """The follower and backfiller of one network (each with its own adaptive range)."""
-    def fetcher() -> LogFetcher:
-        sizer = AdaptiveRange(network.initial_block_range, network.max_block_range)
+    def fetcher(initial: int, maximum: int) -> LogFetcher:
+        sizer = AdaptiveRange(initial, maximum)
         return LogFetcher(rpc, network, settings.rpc.max_addresses_per_filter, sizer,
                           settings.indexer.max_logs_per_batch)
 
-    return (Follower(network, engine, rpc, fetcher(), settings.indexer),
-            Backfiller(network, engine, fetcher()))
+    return (Follower(network, engine, rpc, fetcher(network.initial_block_range, network.max_block_range),
+                     settings.indexer),
+            Backfiller(network, engine, fetcher(network.history_initial_block_range,
+                                                network.history_max_block_range)))
 
 
 def tune_runtime() -> None:
@@ -102,7 +104,7 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
         tasks.append(asyncio.create_task(BalanceRefresher(network, engine, rpc).run(stop),
                                          name=f"balances-{network.name}"))
         log.info("following network", network=network.name, chain_id=network.chain_id, mode=network.mode,
-                 finality_depth=network.finality_depth)
+                 finality=network.finality, finality_depth=network.finality_depth)
     # Disbursement: approval confirmation, intent expiry, charge completion.
     clock = clock_for(settings)
     tasks += payment_tasks(settings, engine, {n.name: r for n, r in zip(chosen, rpcs, strict=True)}, clock,

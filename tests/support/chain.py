@@ -130,10 +130,16 @@ class ChainDriver:
 
 def local_network(node_url: str, chain_id: int, contracts: LocalContracts, *, name: str = "local",
                   finality_depth: int = 5, mode: str = "watched", max_block_range: int = 1000,
-                  initial_block_range: int = 20) -> NetworkConfig:
+                  initial_block_range: int = 20, history_initial_block_range: int | None = None,
+                  history_max_block_range: int | None = None, finality: str = "depth",
+                  head_margin: int = 0) -> NetworkConfig:
+    """A network on the local node; history ranges default to the follower's (tests size both small)."""
     return NetworkConfig(
         name=name, chain_id=chain_id, rpc_url=node_url, local=True, finality_depth=finality_depth,
+        finality=finality, head_margin=head_margin,
         poll_interval_s=0.05, max_block_range=max_block_range, initial_block_range=initial_block_range,
+        history_initial_block_range=history_initial_block_range or initial_block_range,
+        history_max_block_range=history_max_block_range or max_block_range,
         mode=mode, start_block=0, disbursement_contract=contracts.disbursement,
         tokens={"USDC": TokenConfig(address=contracts.usdc), "USDT": TokenConfig(address=contracts.usdt)},
     )

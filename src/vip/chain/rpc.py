@@ -18,7 +18,7 @@ import orjson
 import structlog
 
 from vip import metrics
-from vip.chain.range_errors import is_range_too_large, suggested_range_size
+from vip.chain.range_errors import block_range_cap, is_range_too_large, suggested_range_size
 from vip.chain.throttle import AdaptiveRateLimiter, backoff_delay
 from vip.config import RpcConfig
 
@@ -45,7 +45,13 @@ class TransientRpcError(RpcError):
 
 
 class RateLimitedError(TransientRpcError):
+    """HTTP 429 or a throttling message; `retry_after_s` is the provider's `Retry-After`, when sent."""
+
     kind = "rate_limited"
+
+    def __init__(self, method: str, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(method, message)
+        self.retry_after_s = retry_after_s
 
 
 class RpcTimeoutError(TransientRpcError):
@@ -53,13 +59,16 @@ class RpcTimeoutError(TransientRpcError):
 
 
 class RangeTooLargeError(RpcError):
-    """eth_getLogs refused the range; `suggested_size` is the provider's hint, when it gave one."""
+    """eth_getLogs refused the range; `suggested_size` is the provider's hint, when it gave one, and
+    `cap` the plan's block-range cap when the refusal states one (range_errors.py)."""
 
     kind = "range_too_large"
 
-    def __init__(self, method: str, message: str, suggested_size: int | None) -> None:
+    def __init__(self, method: str, message: str, suggested_size: int | None,
+                 cap: int | None = None) -> None:
         super().__init__(method, message)
         self.suggested_size = suggested_size
+        self.cap = cap
 
 
 class NodeBehindError(RpcError):
@@ -75,6 +84,15 @@ class RpcCallError(RpcError):
 
 
 _ids = itertools.count(1)
+
+
+def _retry_after_s(value: str | None) -> float | None:
+    """`Retry-After` in seconds (providers send delta-seconds; an HTTP date is ignored)."""
+    try:
+        return max(float(value), 0.0) if value is not None else None
+    except ValueError:
+        return None
+
 _RATE_LIMIT_MARKERS = ("rate limit", "too many requests", "compute units", "capacity", "throttl")
 
 
@@ -90,7 +108,8 @@ def _classify(method: str, params: list[Any], error: dict[str, Any]) -> RpcError
         return RateLimitedError(method, message)
     if method == "eth_getLogs" and (code == -32005 or is_range_too_large(message)):
         start = params[0].get("fromBlock", "0x0") if params else "0x0"
-        return RangeTooLargeError(method, message, suggested_range_size(message, int(start, 16)))
+        return RangeTooLargeError(method, message, suggested_range_size(message, int(start, 16)),
+                                  block_range_cap(message))
     if code in (-32600, -32601, -32602):
         return RpcCallError(method, message)
     return TransientRpcError(method, message)
@@ -135,7 +154,8 @@ class RpcClient:
             ) as resp:
                 body = await resp.read()
                 if resp.status == 429:
-                    raise RateLimitedError(label, f"HTTP 429 {body[:200]!r}")
+                    raise RateLimitedError(label, f"HTTP 429 {body[:200]!r}",
+                                           _retry_after_s(resp.headers.get("Retry-After")))
                 if resp.status >= 400:
                     raise TransientRpcError(label, f"HTTP {resp.status} {body[:200]!r}")
                 return orjson.loads(body)
@@ -159,6 +179,10 @@ class RpcClient:
                 if not isinstance(exc, TransientRpcError) or attempt + 1 >= attempts:
                     raise
                 delay = backoff_delay(attempt, self.config.backoff_base_s, self.config.backoff_cap_s)
+                if isinstance(exc, RateLimitedError) and exc.retry_after_s is not None:
+                    # The provider said when it will take requests again: asking sooner only earns
+                    # another 429 (and, on some plans, counts against the quota).
+                    delay = max(delay, min(exc.retry_after_s, self.config.retry_after_cap_s))
                 log.warning("rpc retry", network=self.network, method=label, attempt=attempt + 1,
                             error=exc.message[:200], delay_s=round(delay, 3))
                 await asyncio.sleep(delay)
@@ -221,8 +245,9 @@ class RpcClient:
     async def get_blocks(self, numbers: list[int]) -> list[dict[str, Any] | None]:
         """Blocks (without transactions) by number; None where the node has no such block."""
         results: list[dict[str, Any] | None] = []
-        for chunk_start in range(0, len(numbers), 100):
-            chunk = numbers[chunk_start:chunk_start + 100]
+        size = self.config.max_batch_size
+        for chunk_start in range(0, len(numbers), size):
+            chunk = numbers[chunk_start:chunk_start + size]
             results += await self.batch([("eth_getBlockByNumber", [hex(n), False]) for n in chunk])
         return results
 

@@ -26,6 +26,7 @@ from vip.config import Settings, load_settings
 from vip.daemon import run_daemon
 from vip.devstack.dev import run_dev
 from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
+from vip.devstack.provider import PROFILES as PROVIDER_PROFILES
 from vip.indexer import store
 from vip.logging import configure_logging
 from vip.metrics import package_version
@@ -132,7 +133,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
     return run_dev(Path(args.data_dir), Path(args.state_file) if args.state_file else None,
                    args.anvil_port, args.api_port, args.metrics_port, demo=not args.no_demo,
-                   configured_database_url=settings.database_url, reset=args.reset, personas=args.persona)
+                   configured_database_url=settings.database_url, reset=args.reset, personas=args.persona,
+                   provider=args.provider)
 
 
 def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
@@ -301,6 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="throw the data directory away first (database, chain, demo borrowers, dev key)")
     dev.add_argument("--no-demo", action="store_true",
                      help="skip seeding the demo borrowers (the pytest plugin's stacks start without them)")
+    dev.add_argument("--provider", choices=sorted(PROVIDER_PROFILES),
+                     help="reach Anvil through a hosted provider's stand-in with its documented limits")
     dev.set_defaults(func=cmd_dev)
 
     index = sub.add_parser("index", help="run the indexer daemon")

@@ -27,6 +27,7 @@ from vip.devstack.console import vip_console_script
 from vip.devstack.demo import demo_calls, demo_outcome, seed_demo
 from vip.devstack.deploy import LocalContracts, deploy_local_contracts
 from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
+from vip.devstack.provider import ProviderStandIn
 from vip.personas.catalogue import PERSONAS
 from vip.store.engine import create_engine, migrate
 
@@ -46,11 +47,13 @@ def dev_keys(node: AnvilNode) -> DevKeys:
     return DevKeys(deployer=node.private_keys[0], operator=node.private_keys[1])
 
 
-def local_network_toml(node: AnvilNode, contracts: LocalContracts, finality_depth: int = 3) -> str:
+def local_network_toml(node: AnvilNode, contracts: LocalContracts, finality_depth: int = 3,
+                       rpc_url: str | None = None) -> str:
+    """The local network's settings; `rpc_url` (the provider stand-in's, say) instead of Anvil's own."""
     return f"""# Written by `vip dev`; overlaid on config/ through ${ENV_CONFIG_FILES}.
 [networks.{LOCAL_NETWORK}]
 chain_id = {node.chain_id}
-rpc_url = "{node.rpc_url}"
+rpc_url = "{rpc_url or node.rpc_url}"
 local = true
 finality_depth = {finality_depth}
 poll_interval_s = 0.5
@@ -132,10 +135,12 @@ def wait_http(url: str, timeout_s: float, proc: subprocess.Popen | None = None) 
 
 def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: int,
             metrics_port: int, demo: bool = True, configured_database_url: str | None = None,
-            reset: bool = False, personas: list[str] | None = None) -> int:
+            reset: bool = False, personas: list[str] | None = None, provider: str | None = None) -> int:
     """Start everything, print where it is, block until Ctrl-C, then stop everything cleanly. The database
     is `configured_database_url` (the settings' DATABASE_URL) when given, else an embedded one. `reset`
-    first throws the data directory away (embedded database, chain, demo, dev key): a fresh start."""
+    first throws the data directory away (embedded database, chain, demo, dev key): a fresh start. With
+    `provider` (a profile of vip.devstack.provider), the indexer and API reach Anvil through that
+    provider's stand-in and meet its limits."""
     # Ports first: a busy one may be a stack running on this very data directory, which a reset must not pull
     # from under it.
     unknown = sorted(set(personas or []) - set(PERSONAS))
@@ -154,10 +159,12 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
     node = start_anvil(chain_id=LOCAL_CHAIN_ID, port=anvil_port, genesis_timestamp=genesis,
                        state_path=data_dir / "anvil-state.json", log_path=data_dir / "anvil.log")
     children: list[subprocess.Popen] = []
+    stand_in = ProviderStandIn(node.rpc_url, provider) if provider else None
     try:
         contracts = ensure_contracts(node, data_dir)
         local_config = data_dir / "networks.local.toml"
-        local_config.write_text(local_network_toml(node, contracts))
+        rpc_url = stand_in.start() if stand_in is not None else None
+        local_config.write_text(local_network_toml(node, contracts, rpc_url=rpc_url))
         overlay = data_dir / "service.local.toml"
         base_url = f"http://127.0.0.1:{api_port}"
         overlay.write_text(f'[api]\nport = {api_port}\npublic_base_url = "{base_url}"\n\n'
@@ -210,6 +217,7 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
         print(f"""vip dev is running (Ctrl-C stops everything)
   database   {'DATABASE_URL' if configured_database_url else 'embedded PostgreSQL in ' + str(data_dir / 'pg')}
   anvil      {node.rpc_url} (chain id {node.chain_id}, genesis {genesis_day})
+  rpc        {f'{rpc_url} (stand-in of {provider})' if stand_in else node.rpc_url}
   USDC       {contracts.usdc}
   USDT       {contracts.usdt}
   contract   {contracts.disbursement} (Disbursement)
@@ -246,6 +254,8 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
                 child.wait(15)
             except subprocess.TimeoutExpired:
                 child.kill()
+        if stand_in is not None:
+            stand_in.stop()
         node.stop()  # SIGTERM: Anvil writes its state for the next run
 
 

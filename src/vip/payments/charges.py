@@ -147,12 +147,24 @@ class ChargeExecutor:
         return False
 
     async def _settle_from_log(self, disburser: Disburser, charge, payout: Payout) -> None:
-        tx_hash = await disburser.disbursed_log_tx(payout.chain_intent_id)
+        tx_hash = await disburser.disbursed_log_tx(payout.chain_intent_id,
+                                                   await self._log_search_from(disburser, charge))
         if tx_hash is None:
             return  # the log is not visible yet; the next pass settles it
         mined = await disburser.mined(tx_hash)
         await self._finish(charge, succeeded=True, tx_hash=tx_hash,
                            executed_at=mined.block_time if mined else None)
+
+    @staticmethod
+    async def _log_search_from(disburser: Disburser, charge) -> int:
+        """Where the charge's Disbursed log can first be: the block its first transaction was sent at;
+        with none recorded (paid by someone else with the key), its approval's block, which came first."""
+        attempts = await disburser.attempts(charge.id)
+        sent = [a.sent_from_block for a in attempts if a.sent_from_block is not None]
+        if sent:
+            return min(sent)
+        approval = await disburser.mined(charge.approval_tx_hash)
+        return approval.block_number if approval else disburser.network.start_block
 
     async def _finish(self, charge, *, succeeded: bool, tx_hash: str | None,
                       executed_at: datetime | None = None, failure_code: str | None = None,

@@ -71,6 +71,7 @@ class Attempt:
     fees: Fees
     status: str
     broadcast_at: datetime | None
+    sent_from_block: int | None = None  # the node's latest block just before signing
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class Mined:
 def _attempt(row) -> Attempt:
     return Attempt(row.tx_hash, row.nonce, row.raw_tx, row.gas_limit,
                    Fees(int(row.max_fee_per_gas), int(row.max_priority_fee_per_gas)), row.status,
-                   row.broadcast_at)
+                   row.broadcast_at, row.sent_from_block)
 
 
 class Disburser:
@@ -117,10 +118,12 @@ class Disburser:
         result = await self.rpc.call("eth_call", [{"to": self.contract, "data": data}, "latest"])
         return int(result, 16) != 0
 
-    async def disbursed_log_tx(self, chain_intent_id: str) -> str | None:
-        """The transaction that paid an intent, from the contract's Disbursed log."""
+    async def disbursed_log_tx(self, chain_intent_id: str, from_block: int) -> str | None:
+        """The transaction that paid an intent, from the contract's Disbursed log at or after `from_block`
+        (the block we sent it at: a search from the network's start would cost a hosted provider
+        thousands of calls, or be refused)."""
         logs = await self.rpc.call("eth_getLogs", [{
-            "address": self.contract, "fromBlock": hex(self.network.start_block), "toBlock": "latest",
+            "address": self.contract, "fromBlock": hex(from_block), "toBlock": "latest",
             "topics": [DISBURSED_TOPIC, chain_intent_id]}])
         live = [lg for lg in logs or [] if not lg.get("removed")]
         return live[0]["transactionHash"].lower() if live else None
@@ -171,6 +174,7 @@ class Disburser:
         in the same transaction as the nonce is taken, before anyone can broadcast it."""
         gas = await self.estimate_gas(payout)
         fees = await self.market_fees()
+        sent_from = await self.rpc.block_number()
         pending = await self.nonce_at("pending")
         async with self.engine.begin() as conn:
             await conn.execute(pg_insert(operator_nonces).values(
@@ -181,7 +185,7 @@ class Disburser:
             # The node's pending count wins when another tool used the key; ours wins over a node that
             # forgot a transaction we signed but have not (re)broadcast yet.
             nonce = max(stored, pending)
-            attempt = await self._record(conn, payout, nonce, gas, fees)
+            attempt = await self._record(conn, payout, nonce, gas, fees, sent_from)
             await conn.execute(update(operator_nonces).where(
                 operator_nonces.c.network == self.network.name, operator_nonces.c.sender == self.sender,
             ).values(next_nonce=nonce + 1))
@@ -194,14 +198,16 @@ class Disburser:
         can never be, so a replacement never pays twice."""
         fees = bumped(previous.fees, await self.market_fees(), self.config.fee_bump_percent, self.fee_cap)
         async with self.engine.begin() as conn:
-            attempt = await self._record(conn, payout, previous.nonce, previous.gas_limit, fees)
+            attempt = await self._record(conn, payout, previous.nonce, previous.gas_limit, fees,
+                                         previous.sent_from_block)
             await conn.execute(update(disbursement_transactions).where(
                 disbursement_transactions.c.tx_hash == previous.tx_hash).values(status="replaced"))
         log.warning("disbursement replaced", network=self.network.name, charge_id=payout.charge_id,
                     previous=previous.tx_hash, tx_hash=attempt.tx_hash, nonce=previous.nonce)
         return attempt
 
-    async def _record(self, conn, payout: Payout, nonce: int, gas: int, fees: Fees) -> Attempt:
+    async def _record(self, conn, payout: Payout, nonce: int, gas: int, fees: Fees,
+                      sent_from_block: int | None) -> Attempt:
         tx = {
             "type": 2, "chainId": self.network.chain_id, "nonce": nonce, "to": self.contract,
             "value": 0, "data": self._calldata(payout), "gas": gas,
@@ -213,8 +219,9 @@ class Disburser:
         await conn.execute(disbursement_transactions.insert().values(
             tx_hash=tx_hash, charge_id=payout.charge_id, network=self.network.name, sender=self.sender,
             nonce=nonce, raw_tx=raw, gas_limit=gas, max_fee_per_gas=Decimal(fees.max_fee_per_gas),
-            max_priority_fee_per_gas=Decimal(fees.max_priority_fee_per_gas), status="signed"))
-        return Attempt(tx_hash, nonce, raw, gas, fees, "signed", None)
+            max_priority_fee_per_gas=Decimal(fees.max_priority_fee_per_gas), status="signed",
+            sent_from_block=sent_from_block))
+        return Attempt(tx_hash, nonce, raw, gas, fees, "signed", None, sent_from_block)
 
     async def broadcast(self, attempt: Attempt) -> None:
         """Send a recorded transaction; a node that already has it (or its nonce) is not an error: the

@@ -17,7 +17,7 @@ from vip.chain.rpc import RpcClient
 from vip.clock import Clock
 from vip.config import NetworkConfig, Settings
 from vip.ids import new_id
-from vip.indexer.store import load_cursor
+from vip.indexer.store import final_block
 from vip.payments import rules, store
 from vip.payments.charges import ChargeExecutor
 from vip.payments.disburser import allowance_at
@@ -46,14 +46,13 @@ class ApprovalConfirmer:
     async def step(self) -> bool:
         now = await self.clock.now()
         async with self.engine.connect() as conn:
-            cursor = await load_cursor(conn, self.network.name)
+            final = await final_block(conn, self.network)
             oldest = await store.oldest_pending_approval(conn, now)
             metrics.JOB_OLDEST_PENDING.labels("approval_confirmation").set(
                 (now - oldest).total_seconds() if oldest else 0)
-            if cursor is None or oldest is None:
+            if final is None or oldest is None:
                 return False
             allowances = await store.awaited_allowances(conn, self.network.name, now)
-        final = cursor.block_number - self.network.finality_depth
         confirmed = 0
         for allowance in allowances:
             confirmed += await self._confirm(allowance, final, now)

@@ -13,10 +13,10 @@ from sqlalchemy import and_, func, or_, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.config import PlatformConfig, Settings
+from vip.indexer import store as indexer_store
 from vip.indexer.store import add_watched_address
 from vip.store.tables import (
     address_balances,
-    chain_cursors,
     connections,
     income_records,
     token_transfers,
@@ -76,15 +76,10 @@ async def income_inputs(conn: AsyncConnection, user_id: str, registry: Mapping[s
 
 
 async def final_blocks(conn: AsyncConnection, settings: Settings, networks: Iterable[str]) -> dict[str, int]:
-    """Per network, the last block at least finality-depth deep: consequences act only on those."""
-    rows = await conn.execute(select(chain_cursors.c.network, chain_cursors.c.block_number)
-                              .where(chain_cursors.c.network.in_(list(networks))))
-    out = {}
-    for r in rows:
-        config = settings.networks.get(r.network)
-        depth = config.finality_depth if config is not None else 0
-        out[r.network] = r.block_number - depth
-    return out
+    """Per configured network, its final block (vip.indexer.store.final_blocks, the one rule for every
+    consequence): verification reads only transfers at or below it."""
+    return await indexer_store.final_blocks(
+        conn, [settings.networks[n] for n in networks if n in settings.networks])
 
 
 def _transfer(row, decimals: int = 6) -> Transfer:

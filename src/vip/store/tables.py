@@ -50,6 +50,9 @@ chain_cursors = Table(
     Column("block_number", BigInteger, nullable=False),
     Column("block_hash", Text),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    # Highest block treated as final (never above block_number); NULL until the follower's first range
+    # (readers then fall back to block_number - finality_depth). indexer/store.py final_block().
+    Column("final_block", BigInteger),
 )
 
 # Headers of the blocks inside the finality window, to find the fork point of a reorg.
@@ -463,6 +466,8 @@ disbursement_transactions = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     Column("broadcast_at", DateTime(timezone=True)),
     Column("block_number", BigInteger),
+    # The node's latest block just before signing: its Disbursed log can only be at or above it.
+    Column("sent_from_block", BigInteger),
     Index(None, "charge_id"),
     Index(None, "network", "sender", "nonce"),
 )

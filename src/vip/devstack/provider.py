@@ -1,0 +1,396 @@
+"""A hosted RPC provider's stand-in: a real local HTTP JSON-RPC server in front of a node (Anvil) that
+answers the way Alchemy, Infura, QuickNode or BlockPI answer a client that asks too much.
+
+Tests, benches (bench/history_backfill.py) and anyone trying the indexer against a provider's habits
+use it. What a profile reproduces, each number from the provider's public documentation (cited in
+PROFILES and in docs/operations.md "Choosing a provider plan"):
+
+- `eth_getLogs` refused past a block-range cap (`range_cap`), or past a result cap (`result_cap`, the
+  10,000 logs of Infura and Alchemy) with the provider's own error code, text and suggested range; on
+  Alchemy a query of at most `uncapped_range` blocks has no result cap, a wider one any range under it;
+- a cap on the values of a filter (`max_filter_values`: Infura's 5,000 parameters);
+- a request-rate limit (`requests_per_s`, every item of a batch counted, as the providers count them)
+  answered with HTTP 429 and `Retry-After`;
+- a batch cap (`batch_cap`);
+- intermittent 5xx and time-outs (`FaultRates`, seeded);
+- load-balanced nodes whose heads differ by a few blocks (`node_lags`): a lagging node answers with its
+  own head, has no block above it, clamps a log query to it without saying so, and misses the logs of
+  its newest `missing_log_blocks` blocks (its log index trails its headers);
+- the `safe` and `finalized` tags: Anvil answers them itself (latest - 32 and latest - 64 with the
+  default `--slots-in-an-epoch 32`); `finalized_depth`/`safe_depth` make the stand-in answer them as
+  that many blocks behind each node's head instead (a chain's own finality, e.g. an L2's).
+
+Every random draw comes from `random.Random(seed)` under a lock, in arrival order. `calls` counts items
+by method, `refusals` the answers the stand-in made up by kind, `http_requests` the HTTP requests,
+`lagged_requests` those a lagging node answered.
+The server runs on its own thread and event loop, so synchronous code, any asyncio loop and child
+processes can all use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+HEAD_TAGS = ("latest", "pending")
+FINALITY_TAGS = ("safe", "finalized")
+
+
+def _alchemy_results_error(first: int, last: int) -> tuple[int, str]:
+    # Text as Alchemy sends it (quoted in github.com/ethers-io/ethers.js/issues/4703).
+    return -32602, ("Log response size exceeded. You can make eth_getLogs requests with up to a 2K block "
+                    "range and no limit on the response size, or you can request any block range with a "
+                    "cap of 10K logs in the response. Based on your parameters and the response size "
+                    f"limit, this block range should work: [{hex(first)}, {hex(last)}]")
+
+
+def _infura_results_error(first: int, last: int) -> tuple[int, str]:
+    # docs.metamask.io/services/reference/ethereum/json-rpc-methods/eth_getlogs ("Constraints"); the
+    # suggested range as Infura appends it (github.com/ethers-io/ethers.js/issues/4703).
+    return -32005, (f"query returned more than 10000 results. Try with this block range "
+                    f"[{hex(first)}, {hex(last)}].")
+
+
+def _quicknode_range_error(cap: int) -> tuple[int, str]:
+    # QuickNode's eth_getLogs pages: "the block range limit ... is 10,000 blocks for those on paid plans".
+    return -32614, f"eth_getLogs is limited to a {cap:,} range"
+
+
+def _blockpi_range_error(cap: int) -> tuple[int, str]:
+    # As BlockPI answers (quoted in github.com/foundry-rs/foundry/issues/12687).
+    return -32602, (f"eth_getLogs is limited to {cap} block range. Please check the parameter requirements "
+                    "at https://docs.blockpi.io/documentations/api-reference")
+
+
+def _generic_range_error(cap: int) -> tuple[int, str]:
+    return -32602, f"query exceeds max block range {cap}"
+
+
+def _generic_results_error(first: int, last: int) -> tuple[int, str]:
+    return _infura_results_error(first, last)
+
+
+@dataclass(frozen=True)
+class ProviderProfile:
+    """One provider plan's limits. `None`: no such limit. Rates are the stand-in's (scale them to the
+    machine); the documented plan figures are in docs/operations.md."""
+
+    name: str
+    range_cap: int | None = None
+    result_cap: int | None = None
+    uncapped_range: int = 0  # queries of at most this many blocks have no result cap (Alchemy: 2,000)
+    max_filter_values: int | None = None
+    batch_cap: int | None = None
+    requests_per_s: float | None = None
+    range_error: Callable[[int], tuple[int, str]] = _generic_range_error
+    results_error: Callable[[int, int], tuple[int, str]] = _generic_results_error
+    rate_limit_body: dict[str, Any] = field(default_factory=lambda: {
+        "code": 429, "message": "Too Many Requests"})
+    sources: tuple[str, ...] = ()
+
+
+PROFILES: dict[str, ProviderProfile] = {
+    # Pay-as-you-go on Ethereum, Base, Arbitrum, Polygon: "unlimited" block range (the free tier: 10
+    # blocks), "up to a 2K block range and no limit on the response size, or ... any block range with a
+    # cap of 10K logs"; 1,000 requests per HTTP batch (under 50 recommended).
+    "alchemy": ProviderProfile(
+        name="alchemy", result_cap=10_000, uncapped_range=2_000, batch_cap=1_000,
+        results_error=_alchemy_results_error,
+        rate_limit_body={"code": 429, "message": "Your app has exceeded its compute units per second "
+                                                 "capacity. If you have retries enabled, you can safely "
+                                                 "ignore this message."},
+        sources=("https://www.alchemy.com/docs/chains/ethereum/ethereum-api-endpoints/eth-get-logs",
+                 "https://www.alchemy.com/docs/reference/batch-requests",
+                 "https://www.alchemy.com/docs/best-practices-when-using-alchemy",
+                 "https://github.com/ethers-io/ethers.js/issues/4703")),
+    # No block-range cap; at most 10,000 results, 5,000 parameters and 10 s per query (-32005 with a
+    # suggested range); throughput in credits per second answered with HTTP 429 (free tier 500 credits/s).
+    "infura": ProviderProfile(
+        name="infura", result_cap=10_000, max_filter_values=5_000,
+        results_error=_infura_results_error,
+        rate_limit_body={"code": 429, "event": -33300, "message": "Too Many Requests",
+                         "details": "You have surpassed your user-defined key throughput limit setting."},
+        sources=("https://docs.metamask.io/services/reference/ethereum/json-rpc-methods/eth_getlogs",
+                 "https://docs.metamask.io/services/how-to/avoid-rate-limiting",
+                 "https://docs.metamask.io/services/get-started/pricing",
+                 "https://docs.metamask.io/services/how-to/make-batch-requests")),
+    # Paid plans: 10,000 blocks per eth_getLogs (5 on the free trial); credits per second answered with
+    # HTTP 429, every item of a batch counted.
+    "quicknode": ProviderProfile(
+        name="quicknode", range_cap=10_000, range_error=_quicknode_range_error,
+        rate_limit_body={"code": 429, "message": "429 Client Error: Too Many Requests"},
+        sources=("https://www.quicknode.com/docs/ethereum/eth_getLogs",
+                 "https://www.quicknode.com/docs/polygon/eth_getLogs",
+                 "https://support.quicknode.com/articles/2335544672-429-errors-explained")),
+    # A public/shared endpoint with a small block-range cap (BlockPI: 1,024 blocks).
+    "blockpi": ProviderProfile(
+        name="blockpi", range_cap=1_024, range_error=_blockpi_range_error,
+        sources=("https://github.com/foundry-rs/foundry/issues/12687",)),
+    # No limits at all: the node itself (Anvil), for comparison.
+    "node": ProviderProfile(name="node"),
+}
+
+
+@dataclass(frozen=True)
+class FaultRates:
+    """Seeded faults per HTTP request: 502/503 with a text body, or a request held without answer."""
+
+    seed: int = 0
+    http_5xx: float = 0.0
+    timeout: float = 0.0
+    timeout_hold_s: float = 5.0
+
+
+class _Bucket:
+    """Token bucket of `rate` items per second, one second of burst."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate, self.tokens, self.at = rate, rate, time.monotonic()
+
+    def take(self, count: int) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.rate, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < count and self.tokens < self.rate:
+            return False
+        self.tokens -= count
+        return True
+
+
+def _error(item: dict, code: int, message: str, data: Any = None) -> dict:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": item.get("id"), "error": error}
+
+
+def _result(item: dict, result: Any) -> dict:
+    return {"jsonrpc": "2.0", "id": item.get("id"), "result": result}
+
+
+class ProviderStandIn:
+    """The stand-in server. `profile` may be a name of PROFILES or a ProviderProfile."""
+
+    def __init__(self, upstream_url: str, profile: str | ProviderProfile = "node", *,
+                 faults: FaultRates | None = None, node_lags: tuple[int, ...] = (0,),
+                 missing_log_blocks: int = 0, finalized_depth: int | None = None,
+                 safe_depth: int | None = None, requests_per_s: float | None = None) -> None:
+        base = PROFILES[profile] if isinstance(profile, str) else profile
+        self.profile = replace(base, requests_per_s=requests_per_s) if requests_per_s else base
+        self.upstream_url = upstream_url
+        self.faults = faults or FaultRates()
+        self.node_lags = node_lags
+        self.missing_log_blocks = missing_log_blocks
+        self.finalized_depth = finalized_depth
+        self.safe_depth = safe_depth
+        self.url: str | None = None
+        self.calls: Counter[str] = Counter()
+        self.refusals: Counter[str] = Counter()
+        self.http_requests = 0
+        self.lagged_requests = 0
+        self._rng = random.Random(self.faults.seed)
+        self._lock = threading.Lock()
+        self._bucket = _Bucket(self.profile.requests_per_s) if self.profile.requests_per_s else None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- control (any thread) ------------------------------------------------------------------------
+    def start(self) -> str:
+        if self._thread is not None:
+            raise RuntimeError("stand-in already started")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="provider-stand-in", daemon=True)
+        self._thread.start()
+        try:
+            port = asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(10)
+        except BaseException:
+            self.stop()
+            raise
+        self.url = f"http://127.0.0.1:{port}"
+        return self.url
+
+    def stop(self) -> None:
+        if self._thread is None or self._loop is None:
+            return
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(15)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+        self._thread = self._loop = None
+
+    def __enter__(self) -> ProviderStandIn:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def set_faults(self, faults: FaultRates) -> None:
+        with self._lock:
+            self.faults, self._rng = faults, random.Random(faults.seed)
+
+    def set_nodes(self, node_lags: tuple[int, ...], missing_log_blocks: int = 0) -> None:
+        with self._lock:
+            self.node_lags, self.missing_log_blocks = node_lags, missing_log_blocks
+
+    # -- server (own loop) ---------------------------------------------------------------------------
+    async def _serve(self) -> int:
+        self._closing = asyncio.Event()
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120))
+        app = web.Application(client_max_size=64 * 2**20)
+        app.router.add_route("POST", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        return self._runner.addresses[0][1]
+
+    async def _shutdown(self) -> None:
+        self._closing.set()
+        await self._runner.cleanup()
+        await self._session.close()
+
+    async def _upstream(self, payload: Any) -> Any:
+        async with self._session.post(self.upstream_url, data=orjson.dumps(payload),
+                                      headers={"Content-Type": "application/json"}) as resp:
+            return orjson.loads(await resp.read())
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            parsed = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return web.json_response(_error({}, -32700, "parse error"))
+        batch = isinstance(parsed, list)
+        items = [i for i in (parsed if batch else [parsed]) if isinstance(i, dict)]
+        with self._lock:
+            self.http_requests += 1
+            self.calls.update(str(i.get("method")) for i in items)
+            u_fault, status = self._rng.random(), self._rng.choice((502, 503))
+            lag = self._rng.choice(self.node_lags)
+            self.lagged_requests += lag > 0
+            faults, missing = self.faults, self.missing_log_blocks
+            throttled = self._bucket is not None and not self._bucket.take(max(len(items), 1))
+        profile = self.profile
+        if throttled:
+            self.refusals["rate_limited"] += 1
+            body = {"jsonrpc": "2.0", "id": None if batch else parsed.get("id"),
+                    "error": profile.rate_limit_body}
+            return web.json_response(body, status=429, headers={"Retry-After": "1"})
+        if u_fault < faults.http_5xx:
+            self.refusals["http_5xx"] += 1
+            return web.Response(status=status, text=f"{status} Bad Gateway: upstream node unavailable")
+        if u_fault < faults.http_5xx + faults.timeout:
+            self.refusals["timeout"] += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), faults.timeout_hold_s)
+            if request.transport is not None:
+                request.transport.abort()
+            raise web.HTTPGatewayTimeout()
+        if batch and profile.batch_cap is not None and len(items) > profile.batch_cap:
+            self.refusals["batch_too_large"] += 1
+            return web.json_response(_error({}, -32600, f"batch of {len(items)} requests exceeds the "
+                                                        f"limit of {profile.batch_cap}"))
+        heads = await self._heads(items, lag)
+        answers = [await self._answer(item, lag, missing, heads) for item in items]
+        out = [a for a, item in zip(answers, items, strict=True) if "id" in item]
+        return web.json_response(out if batch else out[0], dumps=lambda o: orjson.dumps(o).decode())
+
+    async def _heads(self, items: list[dict], lag: int) -> dict[str, int]:
+        """The real head, this node's head and its finality tags, fetched once per request."""
+        replies = await self._upstream([
+            {"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []},
+            {"jsonrpc": "2.0", "id": 2, "method": "eth_getBlockByNumber", "params": ["safe", False]},
+            {"jsonrpc": "2.0", "id": 3, "method": "eth_getBlockByNumber", "params": ["finalized", False]},
+        ])
+        by_id = {r["id"]: r.get("result") for r in replies}
+        real = int(by_id[1], 16)
+        node = max(real - lag, 0)
+        tags = {}
+        for tag, depth, reply in (("safe", self.safe_depth, by_id[2]), ("finalized", self.finalized_depth,
+                                                                          by_id[3])):
+            chain = int(reply["number"], 16) if reply else 0
+            tags[tag] = min(node - depth if depth is not None else chain, node)
+        return {"real": real, "node": node, **tags}
+
+    def _block(self, tag: Any, heads: dict[str, int]) -> int:
+        if tag is None or tag in HEAD_TAGS:
+            return heads["node"]
+        if tag in FINALITY_TAGS:
+            return max(heads[tag], 0)
+        return 0 if tag == "earliest" else int(tag, 16)
+
+    async def _answer(self, item: dict, lag: int, missing: int, heads: dict[str, int]) -> dict:
+        method = item.get("method")
+        params = list(item.get("params") or [])
+        try:
+            if method == "eth_blockNumber":
+                return _result(item, hex(heads["node"]))
+            if method == "eth_getBlockByNumber" and params:
+                number = self._block(params[0], heads)
+                if number > heads["node"]:
+                    return _result(item, None)
+                return await self._forward(item, [hex(number), *params[1:]])
+            if method == "eth_getLogs" and params and isinstance(params[0], dict):
+                return await self._get_logs(item, params[0], lag, missing, heads)
+        except (KeyError, TypeError, ValueError):
+            pass  # malformed: the node answers it
+        return await self._forward(item, params)
+
+    async def _forward(self, item: dict, params: list) -> dict:
+        reply = await self._upstream({**item, "params": params})
+        return reply if isinstance(reply, dict) else _error(item, -32603, "internal error")
+
+    async def _get_logs(self, item: dict, query: dict, lag: int, missing: int,
+                        heads: dict[str, int]) -> dict:
+        profile = self.profile
+        values = len(query.get("address") or []) if isinstance(query.get("address"), list) else 0
+        for topic in query.get("topics") or []:
+            values += len(topic) if isinstance(topic, list) else 1
+        if profile.max_filter_values is not None and values > profile.max_filter_values:
+            self.refusals["too_many_filter_values"] += 1
+            return _error(item, -32602, f"filter has {values} topic and address values; at most "
+                                        f"{profile.max_filter_values} are accepted")
+        if "blockHash" in query:
+            return await self._forward(item, [query])
+        first = self._block(query.get("fromBlock"), heads)
+        asked_last = self._block(query.get("toBlock"), heads)
+        if profile.range_cap is not None and asked_last - first + 1 > profile.range_cap:
+            self.refusals["range_cap"] += 1
+            code, message = profile.range_error(profile.range_cap)
+            return _error(item, code, message)
+        # A lagging node clamps the range to its head without saying so.
+        last = min(asked_last, heads["node"])
+        if first > last:
+            return _result(item, [])
+        reply = await self._forward(item, [{**query, "fromBlock": hex(first), "toBlock": hex(last)}])
+        logs = reply.get("result")
+        if not isinstance(logs, list):
+            return reply
+        if lag > 0 and missing > 0:
+            # Its log index trails its headers: the newest blocks' logs are not there yet.
+            visible = heads["node"] - missing
+            kept = [lg for lg in logs if int(lg["blockNumber"], 16) <= visible]
+            if len(kept) != len(logs):
+                self.refusals["logs_missed_by_lagging_node"] += 1
+            logs = kept
+        if (profile.result_cap is not None and len(logs) > profile.result_cap
+                and asked_last - first + 1 > profile.uncapped_range):
+            self.refusals["result_cap"] += 1
+            # The widest range from `first` whose logs fit under the cap.
+            ordered = sorted(int(lg["blockNumber"], 16) for lg in logs)
+            fits = max(first, ordered[profile.result_cap] - 1)
+            code, message = profile.results_error(first, fits)
+            return _error(item, code, message, {"from": hex(first), "to": hex(fits),
+                                                "limit": profile.result_cap})
+        return _result(item, logs)
