@@ -27,7 +27,9 @@ RANGE_CAP = 20
 
 @pytest.fixture
 async def pay_api(aiohttp_client, database_url, engine, chain) -> AsyncIterator[ApiHarness]:
-    async with payments_api(aiohttp_client, database_url, engine, chain, charge_wait_s=5.0) as harness:
+    # No charge daemon: the test drives its own executor, behind the capped provider.
+    async with payments_api(aiohttp_client, database_url, engine, chain, executor=False,
+                            charge_wait_s=5.0) as harness:
         yield harness
 
 
