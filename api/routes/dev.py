@@ -13,6 +13,7 @@ from vip.api.jsonio import iso, json_response
 from vip.api.routes.test_clocks import refuse_outside_development
 from vip.api.validation import NOT_BLANK, Body, read_body
 from vip.chain import time_travel
+from vip.chain.local_chain import ScriptFailed
 from vip.chain.rpc import RpcError
 from vip.errors import ChainUnavailable, Unprocessable, ValidationFailed
 from vip.personas.builder import build_persona
@@ -126,6 +127,9 @@ async def create_persona(request: web.Request) -> web.Response:
                             {"network": body.network}, code=exc.code) from exc
     except RpcError as exc:
         raise ChainUnavailable(f"the network's RPC refused or did not answer: {exc.message[:200]}",
+                               {"network": body.network}) from exc
+    except ScriptFailed as exc:
+        raise ChainUnavailable(f"the local chain did not play the persona: {exc}",
                                {"network": body.network}) from exc
     return json_response({"persona": {**persona_json(persona), "user_id": built.user_id,
                                       "test_clock": built.test_clock, "frozen_time": iso(built.frozen_time),

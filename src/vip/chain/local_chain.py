@@ -5,6 +5,7 @@ so scripted payers and borrowers need no key material at all. Local networks onl
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,11 @@ from eth_utils import keccak, to_checksum_address
 from vip.chain.rpc import RpcClient
 
 GAS_MONEY = 10**19  # wei given to a scripted sender (10 ETH: far more than it ever spends)
+RECEIPT_POLLS, RECEIPT_POLL_S = 40, 0.05
+
+
+class ScriptFailed(RuntimeError):
+    """A scripted transaction reverted or was never mined."""
 
 
 def _selector(signature: str) -> bytes:
@@ -53,10 +59,22 @@ class LocalChain:
         tx: dict[str, Any] = {"from": await self._as(sender), "to": to_checksum_address(to),
                               "data": "0x" + data.hex()}
         tx_hash = await self.rpc.call("eth_sendTransaction", [tx], max_attempts=1)
-        receipt = await self.rpc.call("eth_getTransactionReceipt", [tx_hash])
-        if receipt is None or int(receipt["status"], 16) != 1:
-            raise RuntimeError(f"scripted transaction {tx_hash} did not succeed")
+        receipt = await self._receipt(str(tx_hash))
+        if int(receipt["status"], 16) != 1:
+            raise ScriptFailed(f"scripted transaction {tx_hash} reverted")
         return str(tx_hash)
+
+    async def _receipt(self, tx_hash: str) -> dict[str, Any]:
+        """The receipt: an automined transaction may still be pending when its hash comes back, and a node
+        with automine off mines it when asked."""
+        for attempt in range(RECEIPT_POLLS):
+            receipt = await self.rpc.call("eth_getTransactionReceipt", [tx_hash])
+            if receipt is not None:
+                return dict(receipt)
+            if attempt == RECEIPT_POLLS // 2:
+                await self.rpc.call("evm_mine", [], max_attempts=1)
+            await asyncio.sleep(RECEIPT_POLL_S)
+        raise ScriptFailed(f"scripted transaction {tx_hash} was not mined")
 
     async def minter(self, token: str) -> str:
         answer = await self.rpc.call("eth_call", [{"to": to_checksum_address(token),
