@@ -96,4 +96,4 @@ def test_event_type_subscriptions():
             normalise_event_types(bad)
     assert subscribed(None, "fraud.flagged")
     assert subscribed(["fraud.flagged"], "fraud.flagged") and not subscribed(["fraud.flagged"], "vip.failed")
-    assert len(EVENT_TYPES) == len(set(EVENT_TYPES)) == 16
+    assert len(EVENT_TYPES) == len(set(EVENT_TYPES)) == 17

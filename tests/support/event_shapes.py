@@ -28,6 +28,7 @@ RESOURCE_SCHEMAS = {
     "payment_intent.expired": "PaymentIntent",
     "charge.succeeded": "Charge",
     "charge.failed": "Charge",
+    "webhook_endpoint.disabled": "WebhookEndpoint",
 }
 _STRING = {"type": "string"}
 _TIMESTAMP = {"type": "string", "format": "date-time"}
@@ -54,6 +55,7 @@ STATUSES = {
     "vip.partially_verified": "partially_verified", "vip.unverified": "unverified", "vip.failed": "error",
     "payment_intent.created": "pending_approval", "payment_intent.approval_confirmed": "approval_confirmed",
     "payment_intent.expired": "expired", "charge.succeeded": "succeeded", "charge.failed": "failed",
+    "webhook_endpoint.disabled": "disabled",
 }
 ENVELOPE_FIELDS = {"id", "type", "created_at", "api_version", "data"}
 
@@ -106,8 +108,10 @@ def envelope_problems(envelope: Any) -> list[str]:
     except ValueError:
         problems.append(f"created_at {created!r} is not a timestamp")
     data = envelope.get("data")
-    if not isinstance(data, dict) or set(data) != {"object"} or not isinstance(data["object"], dict):
-        problems.append("data is not {\"object\": {...}}")
+    # A test event (vip trigger) also says so: "test": true.
+    if (not isinstance(data, dict) or set(data) - {"test"} != {"object"} or data.get("test", True) is not True
+            or not isinstance(data["object"], dict)):
+        problems.append("data is not {\"object\": {...}} (with \"test\": true on a test event)")
     elif envelope.get("type") in EVENT_TYPES:
         problems += object_problems(envelope["type"], data["object"])
     return problems
