@@ -282,7 +282,8 @@ PATHS.update({
             "text/event-stream: first `event: ready` with `data: {\"secret\", \"organisation_id\"}` (a "
             "signing secret for this session), then per event `id: <event id>`, `event: event` and "
             "`data:` the delivery body exactly as a webhook carries it; `: keep-alive` comments while "
-            "quiet. Events committed before the stream opened are not sent"),
+            "quiet; `event: error` (`data: {\"code\", \"message\"}`) ends it when the key is revoked. "
+            "Events committed before the stream opened are not sent"),
             "content": {"text/event-stream": {"schema": {"type": "string"}}}}}, tag="Webhooks")},
 })
 PATHS["/v1/events/{event_id}/replay"]["post"]["requestBody"]["required"] = False

@@ -16,16 +16,28 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from sqlalchemy import make_url
+from sqlalchemy import make_url, update
 
 from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import indexer_settings, local_network
 from tests.support.event_shapes import envelope_problems
-from tests.support.webhooks import START, ManualClock, Receiver
+from tests.support.webhooks import (
+    DEV_CIPHER,
+    START,
+    ManualClock,
+    Receiver,
+    deliveries,
+    make_endpoint,
+    organisation,
+)
 from tests.test_webhook_docs import catalogue, receiver_snippet
+from vip.accounts.keys import hash_secret
+from vip.cli.listen import Message, sse_messages
 from vip.clock import WallClock
 from vip.config import WebhookConfig
 from vip.devstack.console import vip_console_script
+from vip.store.outbox import record_event
+from vip.store.tables import webhook_deliveries
 from vip.webhooks.catalogue import EVENT_TYPES
 from vip.webhooks.samples import sample_object, sampled_types
 from vip.webhooks.worker import DeliveryWorker
@@ -38,7 +50,7 @@ async def hooks(aiohttp_client, database_url, engine, session_chain):
     """The real app with plain-http endpoints allowed (local development), like `vip dev`."""
     network = local_network(session_chain.node.rpc_url, session_chain.node.chain_id, session_chain.contracts)
     settings = indexer_settings(network).model_copy(update={
-        "webhooks": WebhookConfig(allow_http=True, stream_poll_s=0.05)})
+        "webhooks": WebhookConfig(allow_http=True, stream_poll_s=0.05, stream_keepalive_s=0.2)})
     async with checked_api(aiohttp_client, settings, database_url, engine) as harness:
         yield harness
 
@@ -142,6 +154,37 @@ async def test_listen_needs_a_key_that_the_api_accepts(hooks, tmp_path):
         out, err = await listen.communicate()
     assert listen.returncode == 1
     assert "401 ERR_UNAUTHORIZED" in err.decode() and not out
+
+
+async def test_listen_ends_when_its_key_is_revoked(hooks, engine, tmp_path):
+    base_url = str(hooks.client.make_url("")).rstrip("/")
+    key = await hooks.key("listener")
+    listen = await asyncio.create_subprocess_exec(
+        vip_console_script(), "listen", "--api-url", base_url, "--api-key", key,
+        cwd=tmp_path, env=cli_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    await read_line(listen.stdout, r"^Ready! ")
+    async with engine.begin() as conn:
+        await conn.exec_driver_sql("update api_keys set revoked_at = now() where secret_hash = %s",
+                                   (hash_secret(key),))
+    async with asyncio.timeout(WAIT_S):
+        _, err = await listen.communicate()
+    assert listen.returncode == 1
+    assert "ERR_UNAUTHORIZED: the API key was revoked" in err.decode()
+
+
+def test_listen_reads_server_sent_events_however_they_are_chunked():
+    body = (b": keep-alive\n\nevent: ready\ndata: {\"secret\":\"whsec_x\"}\n\n"
+            b"id: evt_1\r\nevent: event\r\ndata: {\"a\":1}\r\n\r\n")
+
+    async def messages(size: int) -> list[Message]:
+        async def chunks():
+            for i in range(0, len(body), size):
+                yield body[i:i + size]
+        return [m async for m in sse_messages(chunks())]
+
+    expected = [Message("ready", b'{"secret":"whsec_x"}', None), Message("event", b'{"a":1}', "evt_1")]
+    for size in (1, 7, len(body)):
+        assert asyncio.run(messages(size)) == expected
 
 
 # --- vip trigger / POST /v1/events/trigger ---------------------------------------------------------------
@@ -340,6 +383,28 @@ def test_cli_registers_a_loopback_http_endpoint_in_a_dev_checkout(database_url, 
     assert other.returncode == 2
 
     listed = vip_webhooks("list", "--org", "acme", cwd=tmp_path, database_url=database_url)
-    assert endpoint_id in listed.stdout
+    assert endpoint_id in listed.stdout and "disabled" not in listed.stdout
     enabled = vip_webhooks("enable", endpoint_id, "--org", "acme", cwd=tmp_path, database_url=database_url)
     assert enabled.returncode == 0 and f"enabled {endpoint_id}" in enabled.stdout
+
+
+async def test_cli_replays_to_one_endpoint(database_url, engine, tmp_path):
+    org = await organisation(engine)
+    first, _ = await make_endpoint(engine, org, "https://one.example.com/hooks")
+    second, _ = await make_endpoint(engine, org, "https://two.example.com/hooks")
+    async with engine.begin() as conn:
+        event_id = await record_event(conn, "fraud.flagged", sample_object("fraud.flagged"), created_at=START,
+                                      organisation_id=org)
+    await DeliveryWorker(engine, ManualClock(), WebhookConfig(), cipher=DEV_CIPHER).fan_out()
+    async with engine.begin() as conn:  # as after both were delivered
+        await conn.execute(update(webhook_deliveries).values(status="delivered", next_attempt_at=None))
+
+    done = vip_webhooks("replay", event_id, "--org", "acme", "--endpoint", second, cwd=tmp_path,
+                        database_url=database_url)
+    assert done.returncode == 0, done.stderr
+    assert f"replaying {event_id} to 1 endpoint(s)" in done.stdout
+    assert {d.endpoint_id: d.status for d in await deliveries(engine, event_id)} == {
+        first: "delivered", second: "pending"}
+    missing = vip_webhooks("replay", event_id, "--org", "acme", "--endpoint", "whe_missing", cwd=tmp_path,
+                           database_url=database_url)
+    assert missing.returncode == 1 and "no endpoint whe_missing" in missing.stderr

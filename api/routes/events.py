@@ -94,10 +94,11 @@ def sse(event: str, data: bytes, event_id: str | None = None) -> bytes:
 async def stream_events(request: web.Request) -> web.StreamResponse:
     """The organisation's events as they commit, as Server-Sent Events: first `ready` with a signing
     secret for this session, then one `event` per event (data: the delivery body, exactly as a webhook
-    carries it), and a comment line every `stream_keepalive_s`."""
+    carries it), and a comment line every `stream_keepalive_s`, when the key is looked at again: a
+    revoked key ends the stream with an `error` message."""
     config = request.app[SETTINGS].webhooks
     engine = request.app[ENGINE]
-    organisation_id = principal(request).organisation_id
+    organisation_id, key_id = principal(request).organisation_id, principal(request).key_id
     window = stream.SeqWindow(await stream.latest_seq(engine), lookback_s=30.0)
     response = web.StreamResponse(headers={
         "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
@@ -106,7 +107,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     secret = new_secret()  # the session's own: `vip listen` signs what it forwards with it
     await response.write(sse("ready", orjson.dumps({"secret": secret, "organisation_id": organisation_id})))
     log.info("event stream opened", organisation_id=organisation_id)
-    quiet_since = time.monotonic()
+    quiet_since = checked_at = time.monotonic()
     try:
         # Until the client goes (the transport is dropped when the connection is lost).
         while request.transport is not None and not request.transport.is_closing():
@@ -118,6 +119,12 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
             elif time.monotonic() - quiet_since >= config.stream_keepalive_s:
                 await response.write(b": keep-alive\n\n")
                 quiet_since = time.monotonic()
+            if time.monotonic() - checked_at >= config.stream_keepalive_s:
+                checked_at = time.monotonic()
+                if not await stream.key_active(engine, key_id):
+                    await response.write(sse("error", orjson.dumps({
+                        "code": "ERR_UNAUTHORIZED", "message": "the API key was revoked"})))
+                    break
             await asyncio.sleep(config.stream_poll_s)
     except ConnectionResetError:
         pass  # the client went between two looks

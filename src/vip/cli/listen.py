@@ -121,6 +121,11 @@ async def listen(access: ApiAccess, forward_to: str | None, types: set[str] | No
                         if forward_to:
                             say(f"Forwarding events to {forward_to}")
                         continue
+                    if message.event == "error":
+                        error = orjson.loads(message.data)
+                        print(f"vip listen: the API ended the stream: {error.get('code', '')}: "
+                              f"{error.get('message', '')}", file=sys.stderr)
+                        return 1
                     if message.event != "event":
                         continue
                     event = orjson.loads(message.data)

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from vip.store.tables import outbox_events
+from vip.store.tables import api_keys, outbox_events
 
 e = outbox_events
 BATCH = 500  # events sent per look at most; the rest on the next
@@ -69,3 +69,10 @@ async def new_events(engine: AsyncEngine, organisation_id: str, window: SeqWindo
         if not wanted:
             return []
         return list(await conn.execute(select(e).where(e.c.seq.in_(wanted)).order_by(e.c.seq)))
+
+
+async def key_active(engine: AsyncEngine, key_id: str) -> bool:
+    """Whether the stream's API key is still unrevoked (a stream outlives the request's authentication)."""
+    async with engine.connect() as conn:
+        return await conn.scalar(select(api_keys.c.id).where(
+            api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))) is not None
