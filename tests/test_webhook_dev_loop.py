@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import subprocess
 from datetime import timedelta
 from decimal import Decimal
@@ -35,7 +36,9 @@ from vip.accounts.keys import hash_secret
 from vip.cli.listen import Message, sse_messages
 from vip.clock import WallClock
 from vip.config import WebhookConfig
+from vip.devstack.anvil import anvil_binary, free_ports
 from vip.devstack.console import vip_console_script
+from vip.devstack.dev import DEV_ORGANISATION
 from vip.store.outbox import record_event
 from vip.store.tables import webhook_deliveries
 from vip.webhooks.catalogue import EVENT_TYPES
@@ -408,3 +411,71 @@ async def test_cli_replays_to_one_endpoint(database_url, engine, tmp_path):
     missing = vip_webhooks("replay", event_id, "--org", "acme", "--endpoint", "whe_missing", cwd=tmp_path,
                            database_url=database_url)
     assert missing.returncode == 1 and "no endpoint whe_missing" in missing.stderr
+
+
+# --- the whole loop in a `vip dev` checkout ----------------------------------------------------------------
+
+async def test_the_loop_in_a_vip_dev_checkout_needs_no_address_nor_key(tmp_path, receiver):
+    """In a directory where `vip dev` runs: `vip webhooks create --url http://127.0.0.1:...`, then
+    `vip listen --forward-to` and `vip trigger` with no address or key find the stack."""
+    # The checkout's Anvil (a lender's project has its own node_modules).
+    env = {k: v for k, v in cli_env().items() if k != "DATABASE_URL"}
+    env["VIP_ANVIL_BIN"] = str(anvil_binary())
+    ports = [str(p) for p in free_ports(3)]
+    state_file, log = tmp_path / "state.json", tmp_path / "vip-dev.out"
+    with log.open("w") as out:
+        dev = await asyncio.create_subprocess_exec(
+            vip_console_script(), "dev", "--no-demo", "--state-file", str(state_file), "--anvil-port",
+            ports[0], "--api-port", ports[1], "--metrics-port", ports[2], cwd=tmp_path, env=env,
+            stdout=out, stderr=subprocess.STDOUT)
+    listen = None
+    registered = await Receiver().start()
+    try:
+        async with asyncio.timeout(240):
+            while not state_file.exists():
+                assert dev.returncode is None, f"vip dev exited early:\n{log.read_text()}"
+                await asyncio.sleep(0.5)
+
+        async def vip(*args: str) -> str:
+            proc = await asyncio.create_subprocess_exec(
+                vip_console_script(), *args, cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE)
+            async with asyncio.timeout(WAIT_S):
+                out, err = await proc.communicate()
+            assert proc.returncode == 0, err.decode()
+            return out.decode()
+
+        created = await vip("webhooks", "create", "--org", DEV_ORGANISATION, "--url", registered.url)
+        endpoint_secret = created.split("store it now): ", 1)[1].strip()
+
+        listen = await asyncio.create_subprocess_exec(
+            vip_console_script(), "listen", "--forward-to", receiver.url, cwd=tmp_path, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        ready = await read_line(listen.stdout, r"^Ready! Your webhook signing secret is (whsec_\S+)")
+        secret = ready.group(1)
+        triggered = await vip("trigger", "payment_intent.created")
+        event_id = re.search(r"(evt_\w+)", triggered).group(1)
+        await read_line(listen.stdout, rf"payment_intent\.created\s+{event_id}")
+        await read_line(listen.stdout, r"<-- \[200\] POST ")
+        # The endpoint registered with a loopback http URL gets it from the stack's daemon as well.
+        async with asyncio.timeout(WAIT_S):
+            while event_id not in registered.event_ids():
+                assert dev.returncode is None, f"vip dev exited:\n{log.read_text()}"
+                await asyncio.sleep(0.2)
+    finally:
+        await registered.stop()
+        if listen is not None:
+            listen.terminate()
+            await listen.wait()
+        if dev.returncode is None:
+            dev.send_signal(signal.SIGINT)
+            async with asyncio.timeout(WAIT_S):
+                await dev.wait()
+    verify = receiver_snippet()["signature_is_valid"]
+    [forwarded] = receiver.received
+    assert forwarded.one("Service-Event-Id") == event_id
+    assert verify(forwarded.body, forwarded.all("Service-Signature"), [secret])
+    [delivered] = registered.received
+    assert delivered.body == forwarded.body  # the same bytes, signed with the endpoint's own secret
+    assert verify(delivered.body, delivered.all("Service-Signature"), [endpoint_secret])
+    assert not verify(delivered.body, delivered.all("Service-Signature"), [secret])
