@@ -201,6 +201,18 @@ def test_vip_trigger_refuses_an_unknown_type_in_one_line(tmp_path):
     assert all(t in line for t in EVENT_TYPES)
 
 
+@pytest.mark.parametrize(("args", "says"), [
+    (["--forward-to", "127.0.0.1:4242/hooks"], "--forward-to takes an http:// or https:// URL"),
+    (["--events", "vip.verified,vip.exploded"], "unknown event types vip.exploded"),
+])
+def test_vip_listen_refuses_bad_arguments_in_one_line(tmp_path, args, says):
+    done = subprocess.run([vip_console_script(), "listen", *args, "--api-key", "unused"], cwd=tmp_path,
+                          env=cli_env(), capture_output=True, text=True, timeout=WAIT_S)
+    assert done.returncode == 2 and not done.stdout
+    [line] = done.stderr.splitlines()
+    assert says in line
+
+
 @pytest.mark.parametrize("event_type", EVENT_TYPES)
 def test_every_type_has_a_sample_in_its_schema_equal_to_the_documented_delivery(event_type):
     assert set(sampled_types()) == set(EVENT_TYPES)

@@ -143,6 +143,10 @@ async def listen(access: ApiAccess, forward_to: str | None, types: set[str] | No
 
 
 def run_listen(settings: Settings, args: argparse.Namespace) -> int:
+    if args.forward_to and not args.forward_to.startswith(("http://", "https://")):
+        print(f"vip listen: --forward-to takes an http:// or https:// URL, not {args.forward_to!r}",
+              file=sys.stderr)
+        return 2
     types = None
     if args.events:
         types = {t.strip() for t in args.events.split(",") if t.strip()}
