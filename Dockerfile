@@ -50,8 +50,9 @@ ENV PATH=/opt/venv/bin:$PATH \
     VIP_CONFIG=/app/deploy/container.toml
 USER vip
 EXPOSE 8080 9464
-# For the API role. The daemon's container overrides it with its own /healthz on 9464 (deploy/compose.yaml).
+# Liveness of the API role (/readyz, readiness, is for the load balancer). The daemon's container overrides
+# it with its own /healthz on 9464 (deploy/compose.yaml).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/v1/health', timeout=4)"]
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4)"]
 ENTRYPOINT ["vip"]
 CMD ["serve"]

@@ -12,8 +12,8 @@ import aiohttp
 import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
 
+from vip import readiness
 from vip.accounts import keys
 from vip.api import ratelimit
 from vip.api.context import CLAIMS, CLOCK, ENGINE, HTTP, KEY_CACHE, SETTINGS, public
@@ -27,6 +27,7 @@ from vip.api.routes import (
     funding_wallets,
     payments,
     platforms,
+    test_clocks,
     transactions,
     users,
     verification,
@@ -37,7 +38,7 @@ from vip.api.routes import (
 from vip.api.routes import dev as dev_routes  # integrators' test clock (local networks only)
 from vip.clock import ChainClock, clock_for
 from vip.config import Settings
-from vip.errors import Unauthorized
+from vip.errors import ApiError, Unauthorized
 from vip.store.engine import create_engine
 
 log = structlog.get_logger(__name__)
@@ -46,14 +47,25 @@ ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.rou
                 funding_wallets.routes, payments.routes,  # disbursement
                 verification.routes,  # VIP report, risk score
                 webhooks.routes, events.routes,  # webhook endpoints, events and replay
-                dev_routes.routes)  # integrators' test clock (local networks only)
+                dev_routes.routes, test_clocks.routes)  # integrators' test clocks (local networks only)
 
 
 @public
-async def health(request: web.Request) -> web.Response:
-    """Liveness and readiness: answers 200 when the database answers."""
-    async with request.app[ENGINE].connect() as conn:
-        await conn.execute(text("SELECT 1"))
+async def liveness(request: web.Request) -> web.Response:
+    """The process answers (see vip.api.readiness for why liveness checks no dependency)."""
+    return json_response({"status": "ok"})
+
+
+@public
+async def ready(request: web.Request) -> web.Response:
+    """200 when the database and every enabled network's RPC answer; 503 naming what does not."""
+    problems = await readiness.readiness(request.app[ENGINE], request.app[HTTP],
+                                         request.app[SETTINGS].enabled_networks())
+    if problems:
+        log.warning("not ready", problems=problems)
+        summary = "; ".join(f"{name}: {problem}" for name, problem in problems.items())
+        raise ApiError(f"this API process is not ready: {summary}", problems, code="ERR_NOT_READY",
+                       status=503)
     return json_response({"status": "ok", "time": iso(await request.app[CLOCK].now())})
 
 
@@ -129,8 +141,9 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
 
     app.cleanup_ctx.append(resources)
     app.cleanup_ctx.append(payments.disbursement_resources)  # after `resources`: needs the engine and clock
-    app.router.add_get("/v1/health", health)
-    app.router.add_get("/healthz", health)
+    app.router.add_get("/v1/health", ready)
+    app.router.add_get("/readyz", ready)
+    app.router.add_get("/healthz", liveness)
     if settings.api.metrics_port is None:
         app.router.add_get("/metrics", metrics)
     else:

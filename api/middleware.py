@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import time
 
 import structlog
 from aiohttp import hdrs, web
@@ -15,6 +16,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncTransaction
 
+from vip import metrics
 from vip.accounts import keys
 from vip.api import ratelimit
 from vip.api.context import CLAIMS, ENGINE, KEY_CACHE, PRINCIPAL, RATE_HEADERS, REQUEST_ID, SETTINGS
@@ -39,7 +41,8 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{8,100}$")
 _BEARER = re.compile(r"^Bearer ([A-Za-z0-9_\-]{16,200})$")
 IDEMPOTENCY_TTL = "24 hours"
 MAX_BODY_BYTES = 1024 * 1024  # the application's client_max_size
-UNMETERED = ("/healthz", "/metrics")  # operational endpoints: scraped, never throttled
+UNMETERED = ("/healthz", "/readyz", "/metrics")  # operational endpoints: probed and scraped, never throttled
+access_log = structlog.get_logger("vip.access")
 
 
 def _render(request: web.Request, exc: ApiError) -> web.Response:
@@ -84,6 +87,7 @@ def _as_error_body(response: web.Response) -> None:
 @web.middleware
 async def request_context(request: web.Request, handler) -> web.StreamResponse:
     """Request id on every response and log line; every error in the spec's body, never a trace."""
+    started = time.perf_counter()
     incoming = request.headers.get("X-Request-Id", "")
     request[REQUEST_ID] = incoming if _REQUEST_ID.match(incoming) else _new_request_id()
     structlog.contextvars.bind_contextvars(request_id=request[REQUEST_ID])
@@ -99,7 +103,8 @@ async def request_context(request: web.Request, handler) -> web.StreamResponse:
                 f"the body is larger than {MAX_BODY_BYTES} bytes",
                 {"body": f"larger than {MAX_BODY_BYTES} bytes"}, code="ERR_BODY_TOO_LARGE"))
         except web.HTTPException as exc:
-            if exc.status < 400:
+            if exc.status < 400:  # a redirect (OAuth): answered by aiohttp, observed here
+                _observe(request, exc.status, time.perf_counter() - started)
                 raise
             code = {404: NotFound.code, 405: "ERR_METHOD_NOT_ALLOWED"}.get(
                 exc.status, "ERR_HTTP")
@@ -112,9 +117,32 @@ async def request_context(request: web.Request, handler) -> web.StreamResponse:
         response.headers["X-Request-Id"] = request[REQUEST_ID]
         for name, value in request.get(RATE_HEADERS, {}).items():
             response.headers[name] = value
+        _observe(request, response.status, time.perf_counter() - started)
         return response
     finally:
         structlog.contextvars.unbind_contextvars("request_id")
+
+
+def route_template(request: web.Request) -> str:
+    """The matched route's template (`/v1/users/{user_id}`), never the raw path, so metric labels stay
+    bounded whatever clients send; `unmatched` for a path no route has."""
+    resource = request.match_info.route.resource if request.match_info.http_exception is None else None
+    return resource.canonical if resource is not None else "unmatched"
+
+
+def _observe(request: web.Request, status: int, seconds: float) -> None:
+    """Request metrics for every answer, and one access-log line (not for probes and scrapes)."""
+    route = route_template(request)
+    metrics.HTTP_REQUESTS.labels(request.method, route, str(status)).inc()
+    metrics.HTTP_REQUEST_SECONDS.labels(request.method, route).observe(seconds)
+    if request.path in UNMETERED:
+        return
+    principal = request.get(PRINCIPAL)
+    access_log.info("request", request_id=request[REQUEST_ID], method=request.method, route=route,
+                    path=request.path, status=status,
+                    duration_ms=round(seconds * 1000, 1),
+                    organisation_id=principal.organisation_id if principal else None,
+                    key_id=principal.key_id if principal else None, client=_client(request))
 
 
 def _refuse_nul(request: web.Request) -> None:

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from vip.api.openapi_schemas import TIMESTAMP, ok_response, operation, path_param, query_param, ref
+from vip.api.openapi_schemas import (
+                   TIMESTAMP,
+                   error_response,
+                   ok_response,
+                   operation,
+                   path_param,
+                   query_param,
+                   ref,
+)
 from vip.api.routes import admin, funding_wallets, payments, platforms, users, wallet_connect, webhooks
 from vip.api.routes import dev as dev_routes
 from vip.api.routes import events as event_routes
+from vip.api.routes import test_clocks as test_clock_routes
 
 USER_ID = {"type": "string", "minLength": 1}
 ISO_DATE_OR_TIME = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}"}  # YYYY-MM-DD, then optionally a time
@@ -13,13 +22,16 @@ CONNECTION_BODY = {"type": "object", "properties": {"connection": ref("Connectio
                    "required": ["connection"]}
 
 PATHS = {
-    "/v1/health": {"get": operation("Liveness and readiness", None, {
-        "200": ok_response("The service and its database answer",
+    "/v1/health": {"get": operation("Readiness (also /readyz; /healthz is liveness only)", None, {
+        "200": ok_response("The database and every enabled network's RPC answer",
                    {"type": "object", "properties": {"status": {"const": "ok"}, "time": {"type": "string"}},
-                    "required": ["status", "time"]})}, tag="Service")},
+                    "required": ["status", "time"]}),
+        "503": error_response("Not ready: ERR_NOT_READY, details name each dependency that does not answer "
+                              "(`database`, `rpc:<network>`)")}, tag="Service")},
     "/v1/users": {"post": operation("Create a user", "write", {
         "201": ok_response("The new user", {"type": "object", "properties": {"user": ref("User")},
-                                    "required": ["user"]})}, errors=("409",), body=users.CreateUser,
+                                    "required": ["user"]})}, errors=("409", "404", "422"),
+        body=users.CreateUser,
         tag="Users")},
     "/v1/users/{user_id}": {"get": operation("Read a user", "read", {
         "200": ok_response("The user", {"type": "object", "properties": {"user": ref("User")},
@@ -189,6 +201,27 @@ PATHS["/v1/dev/time-travel"]["post"]["description"] += (
     " lookback windows move too.")
 BODY_MODELS.append(dev_routes.TimeTravelRequest)
 
+TEST_CLOCK_BODY = {"type": "object", "properties": {"test_clock": ref("TestClock")},
+                   "required": ["test_clock"]}
+_CLOCKS_NOTE = (" Development stacks only (a network marked `local = true`); elsewhere 422"
+                " ERR_TEST_CLOCKS_UNAVAILABLE. A user created with `test_clock` gets its VIPs made at the"
+                " clock's time, whatever the chain's time does.")
+PATHS["/v1/test-clocks"] = {"post": operation(
+    "Create a test clock, frozen at a time (default: now)", "write",
+    {"201": ok_response("The new clock", TEST_CLOCK_BODY)}, errors=("422",),
+    body=test_clock_routes.CreateTestClock, tag="Development")}
+PATHS["/v1/test-clocks/{clock_id}"] = {"get": operation(
+    "Read a test clock", "read", {"200": ok_response("The clock", TEST_CLOCK_BODY)}, errors=("404", "422"),
+    parameters=[path_param("clock_id")], tag="Development")}
+PATHS["/v1/test-clocks/{clock_id}/advance"] = {"post": operation(
+    "Move a test clock forward", "write", {"200": ok_response("The clock at its new time", TEST_CLOCK_BODY)},
+    errors=("404", "422"), parameters=[path_param("clock_id")], body=test_clock_routes.AdvanceTestClock,
+    tag="Development")}
+for _item in ("/v1/test-clocks", "/v1/test-clocks/{clock_id}", "/v1/test-clocks/{clock_id}/advance"):
+    for _operation in PATHS[_item].values():
+        _operation["description"] = _operation.get("description", "") + _CLOCKS_NOTE
+BODY_MODELS += [test_clock_routes.CreateTestClock, test_clock_routes.AdvanceTestClock]
+
 # --- verification: VIP report and risk score --------------------------------------------------------------
 VIP_BODY = {"type": "object", "properties": {"vip_report": ref("VipReport")}, "required": ["vip_report"]}
 PATHS.update({
@@ -222,6 +255,12 @@ PATHS.update({
 ENDPOINT_BODY = {"type": "object", "properties": {"webhook_endpoint": ref("WebhookEndpoint")},
                  "required": ["webhook_endpoint"]}
 EVENT_DETAIL_BODY = {"type": "object", "properties": {"event": ref("EventDetail")}, "required": ["event"]}
+STREAM_EXAMPLE = (
+    'event: ready\ndata: {"secret":"whsec_2c7Jq9dVbN4mT8xR1zL5wK0pF6hS3yA","organisation_id":'
+    '"org_1f3a5c7e9b2d4f6a8c0e1b3d"}\n\n: keep-alive\n\nid: evt_0423bdf0e5684b9dbddb0740e18aa0d4\n'
+    'event: event\ndata: {"id":"evt_0423bdf0e5684b9dbddb0740e18aa0d4","type":"charge.succeeded",'
+    '"created_at":"2027-03-02T12:04:12Z","api_version":"v1","data":{"object":{"id":'
+    '"ch_ff768881e7d7254ad2b6224e","status":"succeeded"}}}\n\n')
 PATHS.update({
     "/v1/webhook-endpoints": {
         "post": operation(
@@ -284,7 +323,8 @@ PATHS.update({
             "`data:` the delivery body exactly as a webhook carries it; `: keep-alive` comments while "
             "quiet; `event: error` (`data: {\"code\", \"message\"}`) ends it when the key is revoked. "
             "Events committed before the stream opened are not sent"),
-            "content": {"text/event-stream": {"schema": {"type": "string"}}}}}, tag="Webhooks")},
+            "content": {"text/event-stream": {"schema": {"type": "string"}, "example": STREAM_EXAMPLE}}}},
+        tag="Webhooks")},
 })
 PATHS["/v1/events/{event_id}/replay"]["post"]["requestBody"]["required"] = False
 BODY_MODELS.extend([webhooks.CreateWebhookEndpoint, event_routes.ReplayEvent, event_routes.TriggerEvent])

@@ -34,7 +34,12 @@ SCHEMAS: dict[str, Any] = {
         "request_id": {"type": "string"},
     })}),
     "User": obj({"id": ID, "external_id": {"type": ["string", "null"]}, "metadata": {"type": "object"},
-                 "created_at": TIMESTAMP}),
+                 "created_at": TIMESTAMP,
+                 "test_clock": {"type": "string", "description": "Development stacks only: the user's test "
+                                                                  "clock, when it was created on one"}},
+                required=["id", "external_id", "metadata", "created_at"]),
+    "TestClock": obj({"id": ID, "name": {"type": ["string", "null"]}, "frozen_time": TIMESTAMP,
+                      "created_at": TIMESTAMP}),
     "ApiKey": obj({
         "id": ID, "prefix": {"type": "string"},
         "scopes": {"type": "array", "items": {"enum": ["read", "write", "disburse", "admin"]}},

@@ -203,7 +203,15 @@ def run(state_path: Path) -> None:
         print(f"   {created.body['webhook_endpoint']['id']} -> {receiver.url}")
 
         step("2. user and wallet sign-in")
-        created_user = api.post("/v1/users", {"external_id": f"lender-flow-{int(time.time())}"})
+        # dev only: the borrower lives on a test clock of its own, so what this run moves (chain time)
+        # never changes what another run, a test or the demo sees, and this run's figures do not depend
+        # on when it runs.
+        chain_now = datetime.fromtimestamp(w3.eth.get_block("latest")["timestamp"], UTC)
+        clock = api.post("/v1/test-clocks", {"frozen_time": chain_now.isoformat(), "name": "lender_flow.py"})
+        expect(clock.status == 201, "test clock not created", clock)
+        clock_id = clock.body["test_clock"]["id"]
+        created_user = api.post("/v1/users", {"external_id": f"lender-flow-{int(time.time())}",
+                                              "test_clock": clock_id})
         expect(created_user.status == 201, "user not created", created_user)
         user = created_user.body["user"]
         nonce = api.request("GET", "/v1/connect/wallet/nonce", headers={"X-User-Id": user["id"]})
@@ -233,7 +241,10 @@ def run(state_path: Path) -> None:
             travel(api, to_timestamp=payday.isoformat())
             send(employer, usdc.functions.transfer(borrower.address, int(SALARY * 10**6)))
         # ... and a few blocks, so the last payout is final (the VIP reads final blocks only)
-        travel(api, to_timestamp=(month_start(paydays[-1], 1) + timedelta(days=1)).isoformat(), blocks=5)
+        after_payday = month_start(paydays[-1], 1) + timedelta(days=1)
+        travel(api, to_timestamp=after_payday.isoformat(), blocks=5)
+        advanced = api.post(f"/v1/test-clocks/{clock_id}/advance", {"frozen_time": after_payday.isoformat()})
+        expect(advanced.status == 200, "test clock not advanced", advanced)
         print("   paid on " + ", ".join(f"{d:%Y-%m-%d}" for d in paydays))
 
         step("4. payroll platform records")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 from eth_utils import to_checksum_address
 from pydantic import ValidationError
 
-from vip.config import DEFAULT_CONFIG_DIR, load_settings
+from vip.config import DEFAULT_CONFIG_DIR, ConfigError, load_settings
 
 MAINNETS = {"ethereum", "polygon", "arbitrum", "base"}
 LOCAL_TOKEN = "0x5fbdb2315678afecb367f032d93f642f64180aa3"  # lower-case on purpose
@@ -145,17 +146,32 @@ def test_database_url_env_without_overlay():
 )
 def test_unknown_keys_refused(tmp_path, text):
     overlay = write(tmp_path, "bad.toml", text)
-    with pytest.raises(ValidationError):
+    with pytest.raises(ConfigError) as refused:
         load_settings(DEFAULT_CONFIG_DIR, extra_files=[overlay], environ={})
+    # One line naming the offending key and the files it may come from.
+    assert "\n" not in str(refused.value) and str(overlay) in str(refused.value)
+    assert "Extra inputs are not permitted" in str(refused.value)
 
 
-def test_invalid_values_refused(tmp_path):
+def test_invalid_values_refused_naming_the_key(tmp_path):
     overlay = write(tmp_path, "bad.toml", "[networks.ethereum]\nfinality_depth = -1\n")
-    with pytest.raises(ValidationError):
+    with pytest.raises(ConfigError, match=r"configuration key networks\.ethereum\.finality_depth: "):
         load_settings(DEFAULT_CONFIG_DIR, extra_files=[overlay], environ={})
     overlay = write(tmp_path, "bad2.toml", '[networks.ethereum]\nmode = "everything"\n')
-    with pytest.raises(ValidationError):
+    with pytest.raises(ConfigError, match=r"networks\.ethereum\.mode"):
         load_settings(DEFAULT_CONFIG_DIR, extra_files=[overlay], environ={})
+
+
+def test_toml_syntax_error_names_the_file(tmp_path):
+    overlay = write(tmp_path, "broken.toml", "[api\nport = 1\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(overlay))}: not valid TOML: "):
+        load_settings(DEFAULT_CONFIG_DIR, extra_files=[overlay], environ={})
+
+
+def test_missing_overlay_names_the_file(tmp_path):
+    missing = tmp_path / "nowhere.toml"
+    with pytest.raises(ConfigError, match="no such configuration file"):
+        load_settings(DEFAULT_CONFIG_DIR, environ={"VIP_CONFIG": str(missing)})
 
 
 def test_settings_are_frozen():

@@ -152,7 +152,8 @@ async def test_health_checks_hit_paths_the_processes_serve(api):
     assert settings.api.host == "0.0.0.0" and settings.daemon.metrics_host == "0.0.0.0"
     urls = health_urls()
     image_health = urlsplit(urls["image default"])
-    assert image_health.port == settings.api.port and image_health.path == "/v1/health"
+    # Liveness: a container is marked unhealthy when its process hangs, not when a dependency is down.
+    assert image_health.port == settings.api.port and image_health.path == "/healthz"
     resp = await api.client.get(image_health.path)
     assert resp.status == 200 and (await resp.json())["status"] == "ok"
     served = {route.resource.canonical for route in create_app(settings, "postgresql+psycopg://x/x").router.routes()}

@@ -1,9 +1,12 @@
 """Every catalogued event type, provoked through the real API and daemon and received by a real webhook
 receiver on loopback: an endpoint registered with POST /v1/webhook-endpoints, the daemon (`run_daemon`,
 whose delivery worker sends them) running on a fresh Anvil. Each delivery is checked with an independent
-HMAC of the raw body, the spec's envelope, and its `data.object` against the OpenAPI schema of its resource
-(the spec's shape for `fraud.flagged`, our documented one for `income.change_detected`), against what the
-API answers for that resource, and against the field set of its example in docs/webhooks.md.
+HMAC of the raw body, its headers and body against the schemas of the OpenAPI document's `webhooks` entry
+for its type (the spec's envelope; `data.object` in the schema of its resource, in the status the event
+announces, or the spec's shape for `fraud.flagged`, our documented one for `income.change_detected`),
+against what the API answers for that resource, and against the field set of its example in
+docs/webhooks.md. Between them the two scenarios emit every catalogued type, so every entry of `webhooks`
+is checked against real deliveries.
 
 Which test provokes which type:
 - test_verification_events_reach_the_lender: connection.wallet.created (SIWE sign-in),
@@ -39,7 +42,7 @@ from sqlalchemy import select
 
 from tests.support.api import ApiHarness
 from tests.support.chain import ChainDriver, indexer_settings, local_network
-from tests.support.event_shapes import envelope_problems
+from tests.support.event_shapes import envelope_problems, header_problems
 from tests.support.indexer import running_indexer, wait_synced
 from tests.support.openapi_check import conformance_middleware
 from tests.support.payments import (
@@ -60,6 +63,7 @@ from vip.config import Settings, WebhookConfig
 from vip.store.tables import outbox_events, vip_reports
 from vip.verification.config import CircularFlowConfig, VerificationConfig
 from vip.webhooks.catalogue import ENDPOINT_DISABLED, EVENT_TYPES
+from vip.webhooks.signing import EVENT_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER
 
 HOOKS = WebhookConfig(allow_http=True, poll_interval_s=0.05)
 VERIFICATION_TYPES = {
@@ -127,6 +131,8 @@ async def deliveries(api: ApiHarness, receiver: Receiver, secret: str,
         assert got.one("Service-Event-Id") == envelope["id"]
         assert got.one("Content-Type") == "application/json"
         assert envelope_problems(envelope) == [], (envelope["type"], envelope_problems(envelope))
+        headers = {name: got.all(name) for name in (SIGNATURE_HEADER, EVENT_ID_HEADER, TIMESTAMP_HEADER)}
+        assert header_problems(envelope["type"], headers) == [], envelope["type"]
         row = recorded[envelope["id"]]
         assert envelope["type"] == row.type
         assert datetime.fromisoformat(envelope["created_at"]) == row.created_at.astimezone(UTC)

@@ -1,11 +1,15 @@
-"""GET /v1/openapi.json and a readable page at /docs, rendered here from the same document (no CDN, no
-third-party assets)."""
+"""GET /v1/openapi.json, and the reference page at /docs: Redoc renders the same document in the browser.
+
+Redoc's standalone bundle is served from our own route, from a copy in the package (api/static, the
+version pinned in package.json; tests/test_openapi_reference.py checks the copy is that version's file),
+so the page works offline and from an installed wheel, which has no node_modules (docs/decisions.md).
+"""
 
 from __future__ import annotations
 
 import html
-import json
-from typing import Any
+from functools import cache
+from importlib import resources
 
 from aiohttp import web
 
@@ -15,59 +19,48 @@ from vip.api.openapi import document
 
 routes = web.RouteTableDef()
 
-_STYLE = """
-body{font:15px/1.5 system-ui,sans-serif;max-width:980px;margin:2rem auto;padding:0 1rem;color:#1b1f24}
-h1{font-size:1.6rem} h2{margin-top:2.2rem;border-bottom:1px solid #d0d7de;padding-bottom:.3rem}
-.op{border:1px solid #d0d7de;border-radius:6px;margin:1rem 0;padding:.6rem 1rem}
-.verb{font-weight:700;text-transform:uppercase;display:inline-block;min-width:4.5rem}
-code,pre{font-family:ui-monospace,monospace;font-size:13px} pre{background:#f6f8fa;padding:.6rem;
-overflow:auto;border-radius:6px} table{border-collapse:collapse} td,th{padding:.2rem .6rem;text-align:left;
-border-bottom:1px solid #eaeef2} .muted{color:#57606a}
-"""
+REDOC_BUNDLE = "redoc.standalone.js"
+BUNDLE_PATH = f"/docs/{REDOC_BUNDLE}"
+# Redoc's options (https://redocly.com/docs/redoc/config): examples and the success responses open,
+# required fields first, the search box kept.
+_OPTIONS = {"expand-responses": "200,201,202", "sort-required-props-first": "true",
+            "path-in-middle-panel": "true", "json-sample-expand-level": "3", "hide-hostname": "true",
+            "show-webhook-verb": "true"}
 
 
-def _schema_text(schema: dict[str, Any]) -> str:
-    return html.escape(json.dumps(schema, indent=2))
+# The one address the bundle would fetch from elsewhere: the sidebar's "API docs by Redocly" logo. Served
+# without it (an empty src fails at once and Redoc then hides the image); the file itself stays the
+# pinned version's, byte for byte.
+_ELSEWHERE = b'src:"https://cdn.redoc.ly/redoc/logo-mini.svg"'
+# Only our own origin; Redoc's styles are inline (styled-components) and its search runs in a blob worker.
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                           "img-src 'self' data:; worker-src 'self' blob:; font-src 'self' data:; "
+                           "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
 
 
-def render(doc: dict[str, Any]) -> str:
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(doc['info']['title'])}"
-             f"</title><style>{_STYLE}</style></head><body>",
-             f"<h1>{html.escape(doc['info']['title'])}</h1>",
-             f"<p>{html.escape(doc['info']['description'])}</p>",
-             "<p class='muted'>Machine-readable: <a href='/v1/openapi.json'>/v1/openapi.json</a> "
-             "(OpenAPI 3.1).</p>"]
-    by_tag: dict[str, list[tuple[str, str, dict]]] = {}
-    for path, item in doc["paths"].items():
-        for verb, op in item.items():
-            by_tag.setdefault(op["tags"][0], []).append((verb, path, op))
-    for tag, ops in by_tag.items():
-        parts.append(f"<h2>{html.escape(tag)}</h2>")
-        for verb, path, op in ops:
-            parts.append(f"<div class='op'><span class='verb'>{verb}</span> <code>{html.escape(path)}</code>"
-                         f"<p>{html.escape(op['summary'])}. {html.escape(op.get('description', ''))}</p>")
-            params = op.get("parameters", [])
-            if params:
-                parts.append("<table><tr><th>parameter</th><th>in</th><th>required</th><th>schema</th>"
-                             "<th></th></tr>")
-                parts.extend(f"<tr><td><code>{html.escape(p['name'])}</code></td><td>{p['in']}</td>"
-                             f"<td>{'yes' if p.get('required') else 'no'}</td>"
-                             f"<td><code>{html.escape(json.dumps(p['schema']))}</code></td>"
-                             f"<td>{html.escape(p.get('description', ''))}</td></tr>" for p in params)
-                parts.append("</table>")
-            if "requestBody" in op:
-                name = op["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
-                parts.append(f"<p>Body: <code>{name}</code></p>"
-                             f"<pre>{_schema_text(doc['components']['schemas'][name])}</pre>")
-            codes = ", ".join(f"<code>{c}</code> {html.escape(r['description'])}"
-                              for c, r in op["responses"].items())
-            parts.append(f"<p class='muted'>Responses: {codes}</p></div>")
-    parts.append("<h2>Schemas</h2>")
-    for name, schema in doc["components"]["schemas"].items():
-        anchor = html.escape(name)
-        parts.append(f"<h3 id='{anchor}'>{anchor}</h3><pre>{_schema_text(schema)}</pre>")
-    parts.append("</body></html>")
-    return "".join(parts)
+def vendored_bundle() -> bytes:
+    """Redoc's standalone bundle as package.json pins it (api/static)."""
+    return resources.files("vip.api").joinpath("static", REDOC_BUNDLE).read_bytes()
+
+
+@cache
+def redoc_bundle() -> bytes:
+    """The bundle as served: the vendored file without its one fetch from elsewhere."""
+    bundle = vendored_bundle()
+    if bundle.count(_ELSEWHERE) != 1:
+        raise RuntimeError(f"{REDOC_BUNDLE}: the logo's address moved; see api/routes/docs.py")
+    return bundle.replace(_ELSEWHERE, b'src:""')
+
+
+def render(title: str) -> str:
+    options = " ".join(f'{name}="{value}"' for name, value in _OPTIONS.items())
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>{html.escape(title)} · reference</title><style>body{{margin:0}}</style></head><body>"
+            f"<noscript>The reference needs JavaScript; the document itself is "
+            f"<a href='/v1/openapi.json'>/v1/openapi.json</a> (OpenAPI 3.1).</noscript>"
+            f"<redoc spec-url='/v1/openapi.json' {options}></redoc>"
+            f"<script src='{BUNDLE_PATH}'></script></body></html>")
 
 
 @routes.get("/v1/openapi.json")
@@ -79,5 +72,13 @@ async def openapi_json(request: web.Request) -> web.Response:
 @routes.get("/docs")
 @public
 async def docs_page(request: web.Request) -> web.Response:
-    return web.Response(text=render(document(request.app[SETTINGS].api.public_base_url)),
-                        content_type="text/html")
+    title = document(request.app[SETTINGS].api.public_base_url)["info"]["title"]
+    return web.Response(text=render(title), content_type="text/html",
+                        headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})
+
+
+@routes.get(BUNDLE_PATH)
+@public
+async def docs_bundle(request: web.Request) -> web.Response:
+    return web.Response(body=redoc_bundle(), content_type="application/javascript", charset="utf-8",
+                        headers={"Cache-Control": "public, max-age=3600"})

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from decimal import Context, Decimal
-from typing import Any
+from typing import Annotated, Any
 
 from aiohttp import web
 from eth_utils import is_checksum_address
-from pydantic import Field, field_validator
+from pydantic import Field, WithJsonSchema, field_validator
 
 from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
 from vip.api.jsonio import json_response
@@ -22,6 +22,8 @@ routes = web.RouteTableDef()
 
 EXECUTOR = web.AppKey("charge_executor", ChargeExecutor)
 ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}$"
+# What the amount's validators below accept: a JSON number (pydantic's own schema would allow strings).
+AMOUNT_SCHEMA = {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 10**31, "multipleOf": 0.000001}
 
 
 def _amount(value: Any) -> Any:
@@ -39,8 +41,8 @@ def _checksummed(value: str) -> str:
 
 class CreatePaymentIntent(Body):
     user_id: str = Field(min_length=1, max_length=100)
-    amount_usd: Decimal = Field(description="USD, > 0, at most 6 decimals, at most the configured maximum",
-                                json_schema_extra={"exclusiveMinimum": 0})
+    amount_usd: Annotated[Decimal, WithJsonSchema(AMOUNT_SCHEMA)] = Field(
+        description="USD, > 0, at most 6 decimals, at most the configured maximum")
     token: str = Field(default="USDC", pattern=r"^(USDC|USDT)$")
     network: str = Field(min_length=1, max_length=50)
     recipient_wallet: str = Field(pattern=ADDRESS_PATTERN,

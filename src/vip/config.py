@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Literal
 
 from eth_utils import is_address, to_checksum_address
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from vip.resources import default_config_dir
 from vip.token_cipher import TokenCipher, parse_keyring
@@ -359,14 +367,34 @@ def deep_merge(base: dict, overlay: Mapping) -> dict:
     return merged
 
 
+class ConfigError(ValueError):
+    """A configuration that cannot be used, said in one line naming the file and the key."""
+
+
 def _read_toml(path: Path) -> dict:
-    with path.open("rb") as fh:
-        raw = tomllib.load(fh)
+    try:
+        with path.open("rb") as fh:
+            raw = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such configuration file (named in ${ENV_CONFIG_FILES} or by the "
+                          "caller)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     for pid, table in raw.get("platforms", {}).items():
         if isinstance(table, Mapping) and "client_secret" in table:
-            raise ValueError(f"{path}: platforms.{pid}.client_secret: secrets never go in a file; "
-                             "name the environment variable in client_secret_env")
+            raise ConfigError(f"{path}: platforms.{pid}.client_secret: secrets never go in a file; "
+                              "name the environment variable in client_secret_env")
     return raw
+
+
+def _invalid(exc: ValidationError, files: list[Path]) -> ConfigError:
+    """The first problem pydantic found, as `key: what is wrong`, with the files it may come from (the
+    layers are merged before validation, so the key, not the file, is what is known for sure)."""
+    first = exc.errors()[0]
+    key = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return ConfigError(f"configuration key {key}: {first['msg']}{more}; set in one of "
+                       f"{', '.join(str(f) for f in files)} or the environment (docs/operations.md)")
 
 
 def load_settings(
@@ -384,11 +412,10 @@ def load_settings(
     """
     env = os.environ if environ is None else environ
     raw: dict = {}
-    for path in sorted(config_dir.glob("*.toml")):
-        raw = deep_merge(raw, _read_toml(path))
-    overlays = list(extra_files or [])
-    overlays += [Path(p) for p in env.get(ENV_CONFIG_FILES, "").split(os.pathsep) if p]
-    for path in overlays:
+    files = sorted(config_dir.glob("*.toml"))
+    files += list(extra_files or [])
+    files += [Path(p) for p in env.get(ENV_CONFIG_FILES, "").split(os.pathsep) if p]
+    for path in files:
         raw = deep_merge(raw, _read_toml(path))
 
     for network in raw.get("networks", {}).values():
@@ -418,4 +445,7 @@ def load_settings(
         raw.setdefault("client", {})["api_key"] = env[ENV_API_KEY]
     if env.get(ENV_OPERATOR_KEYSTORE_PASSWORD):
         raw.setdefault("disbursement", {})["operator_keystore_password"] = env[ENV_OPERATOR_KEYSTORE_PASSWORD]
-    return Settings.model_validate(raw)
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as exc:
+        raise _invalid(exc, files) from None

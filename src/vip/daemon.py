@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import sys
 
+import aiohttp
 import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from vip import readiness
 from vip.chain.rpc import RpcClient
 from vip.clock import ChainClock, WallClock, clock_for
 from vip.config import NetworkConfig, Settings
@@ -51,10 +53,26 @@ async def _health_handler(_: web.Request) -> web.Response:
     return web.json_response({"status": "ok", "role": "indexer"})
 
 
-async def start_metrics_server(host: str, port: int) -> web.AppRunner:
+def _ready_handler(engine, networks: list[NetworkConfig]):
+    async def handler(_: web.Request) -> web.Response:
+        async with aiohttp.ClientSession() as http:
+            problems = await readiness.readiness(engine, http, networks)
+        if problems:
+            return web.json_response({"status": "not_ready", "role": "indexer", "problems": problems},
+                                     status=503)
+        return web.json_response({"status": "ok", "role": "indexer"})
+
+    return handler
+
+
+async def start_metrics_server(host: str, port: int, engine=None,
+                               networks: list[NetworkConfig] | None = None) -> web.AppRunner:
+    """/metrics, /healthz (liveness) and, given the engine, /readyz (database and RPCs answer)."""
     app = web.Application()
     app.router.add_get("/metrics", _metrics_handler)
     app.router.add_get("/healthz", _health_handler)
+    if engine is not None:
+        app.router.add_get("/readyz", _ready_handler(engine, networks or []))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
@@ -71,7 +89,8 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
     engine = create_engine(database_url, pool_size=4 + 2 * len(chosen))
     runner = None
     if serve_metrics:
-        runner = await start_metrics_server(settings.daemon.metrics_host, settings.daemon.metrics_port)
+        runner = await start_metrics_server(settings.daemon.metrics_host, settings.daemon.metrics_port,
+                                            engine, chosen)
         log.info("metrics listening", url=f"http://{settings.daemon.metrics_host}:"
                                           f"{settings.daemon.metrics_port}/metrics")
     rpcs = [RpcClient(n.name, n.rpc_url, settings.rpc) for n in chosen]  # type: ignore[arg-type]

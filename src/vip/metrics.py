@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
+import platform
+from importlib.metadata import PackageNotFoundError, version
+
 from prometheus_client import Counter, Gauge, Histogram
 
 NAMESPACE = "vip"
+
+# --- build -------------------------------------------------------------------------------------------------
+def package_version() -> str:
+    """The installed distribution's version ("unknown" when run from a tree that was never installed)."""
+    try:
+        return version("vip-service")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+BUILD_INFO = Gauge("build_info", "Always 1; the labels say which build is running", ["version", "python"],
+                   namespace=NAMESPACE)
+BUILD_INFO.labels(package_version(), platform.python_version()).set(1)
+
+# --- HTTP API (route is the route's template, never the raw path: label values stay bounded) -------------
+HTTP_REQUESTS = Counter("http_requests_total", "API requests answered, by method, route template and status",
+                        ["method", "route", "status"], namespace=NAMESPACE)
+HTTP_REQUEST_SECONDS = Histogram("http_request_duration_seconds", "Time to answer an API request",
+                                 ["method", "route"], namespace=NAMESPACE,
+                                 buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 
 # --- indexer -----------------------------------------------------------------------------------------
 HEAD_BLOCK = Gauge("indexer_head_block", "Latest block the network's RPC reports", ["network"],
@@ -58,9 +81,9 @@ JOB_ERRORS = Counter("job_errors_total", "Job worker steps that failed, by queue
                      ["queue", "kind"], namespace=NAMESPACE)
 
 # --- verification -----------------------------------------------------------------------------------------
-VIP_REPORTS = Counter("vip_reports_generated_total", "VIP reports finished, by final status", ["status"],
+VIP_REPORTS = Counter("reports_generated_total", "VIP reports finished, by final status", ["status"],
                       namespace=NAMESPACE)
-VIP_GENERATION_SECONDS = Histogram("vip_generation_seconds", "Time to generate one VIP report",
+VIP_GENERATION_SECONDS = Histogram("report_generation_seconds", "Time to generate one VIP report",
                                    namespace=NAMESPACE, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 
 # --- disbursement -----------------------------------------------------------------------------------------

@@ -74,6 +74,11 @@ async def ensure_organisation(conn: AsyncConnection, name: str) -> str:
     return org_id or await conn.scalar(select(organisations.c.id).where(organisations.c.name == name))
 
 
+async def organisation_named(conn: AsyncConnection, name: str) -> str | None:
+    """The id of the organisation called `name`, or None (never creates one: a typo is no organisation)."""
+    return await conn.scalar(select(organisations.c.id).where(organisations.c.name == name))
+
+
 async def create_key(conn: AsyncConnection, organisation_id: str, scopes: list[str],
                      description: str | None = None) -> tuple[str, KeyInfo]:
     """A new key; returns its secret (shown once, never stored) and its listing."""

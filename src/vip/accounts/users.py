@@ -9,6 +9,7 @@ from sqlalchemy import Row, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from vip.accounts import test_clocks
 from vip.errors import Conflict, NotFound
 from vip.ids import new_id
 from vip.store.tables import users
@@ -24,13 +25,16 @@ async def load_user(conn: AsyncConnection, organisation_id: str, user_id: str) -
 
 
 async def create_user(engine: AsyncEngine, *, organisation_id: str, external_id: str | None,
-                      metadata: dict[str, Any], now: datetime) -> Row[Any]:
-    """A new user; 409 when the organisation already has one with this `external_id`."""
+                      metadata: dict[str, Any], now: datetime, test_clock: str | None = None) -> Row[Any]:
+    """A new user (on the organisation's `test_clock` when given); 409 when the organisation already has
+    one with this `external_id`."""
     try:
         async with engine.begin() as conn:
+            if test_clock is not None:
+                await test_clocks.load_clock(conn, organisation_id, test_clock)
             return (await conn.execute(users.insert().values(
                 id=new_id("usr"), organisation_id=organisation_id, external_id=external_id,
-                metadata=metadata, created_at=now,
+                metadata=metadata, created_at=now, test_clock_id=test_clock,
             ).returning(*users.c))).one()
     except IntegrityError as exc:
         raise Conflict("a user with this external_id exists", {"external_id": external_id}) from exc

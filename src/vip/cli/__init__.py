@@ -10,6 +10,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import structlog
 from aiohttp import web
 from alembic import command as alembic_command
 
@@ -18,6 +19,7 @@ from vip.api.app import create_app
 from vip.chain import time_travel
 from vip.chain.rpc import RpcError
 from vip.cli.dev_stack import DEFAULT_DATA_DIR, with_dev_stack
+from vip.cli.errors import explain, shown_database
 from vip.cli.listen import add_listen_parser, run_listen
 from vip.cli.secrets import add_secrets_parser, run_secrets_command
 from vip.cli.trigger import add_trigger_parser, run_trigger
@@ -28,8 +30,11 @@ from vip.devstack.dev import run_dev
 from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
 from vip.indexer import store
 from vip.logging import configure_logging
+from vip.metrics import package_version
 from vip.production_secrets import production_secret_problems
 from vip.store.engine import alembic_config, create_engine, migrate
+
+log = structlog.get_logger("vip.cli")
 
 
 def database_url(settings: Settings) -> str:
@@ -107,15 +112,24 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     url = database_url(settings)
     migrate(url)
-    web.run_app(create_app(settings, url), host=args.host or settings.api.host,
-                port=args.port or settings.api.port, access_log=None, print=None)
+    host, port = args.host or settings.api.host, args.port or settings.api.port
+
+    def announce(_: str) -> None:  # aiohttp calls it once every listener is bound
+        base = f"http://{host}:{port}"
+        metrics = (f"http://{settings.api.metrics_host}:{settings.api.metrics_port}/metrics"
+                   if settings.api.metrics_port else f"{base}/metrics")
+        log.info("api listening", url=base, reference=f"{base}/docs", readiness=f"{base}/readyz",
+                 metrics=metrics, networks=[n.name for n in settings.enabled_networks()])
+
+    # Access lines come from our middleware (with request ids and the organisation), not aiohttp's logger.
+    web.run_app(create_app(settings, url), host=host, port=port, access_log=None, print=announce)
     return 0
 
 
 def cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
     return run_dev(Path(args.data_dir), Path(args.state_file) if args.state_file else None,
                    args.anvil_port, args.api_port, args.metrics_port, demo=not args.no_demo,
-                   configured_database_url=settings.database_url)
+                   configured_database_url=settings.database_url, reset=args.reset)
 
 
 def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
@@ -138,7 +152,15 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
         engine = create_engine(database_url(settings))
         try:
             async with engine.begin() as conn:
-                org_id = await keys.ensure_organisation(conn, args.org)
+                if args.keys_command == "create":
+                    org_id = await keys.ensure_organisation(conn, args.org)
+                else:
+                    found = await keys.organisation_named(conn, args.org)
+                    if found is None:
+                        print(f"vip keys {args.keys_command}: no organisation named {args.org!r} (its first "
+                              f"key creates it: vip keys create --org {args.org})", file=sys.stderr)
+                        return 2
+                    org_id = found
                 if args.keys_command == "create":
                     secret, info = await keys.create_key(conn, org_id, args.scopes.split(","),
                                                          args.description)
@@ -223,11 +245,11 @@ def cmd_time_travel(settings: Settings, args: argparse.Namespace) -> int:
 
 def add_time_travel_parser(sub) -> None:
     travel = sub.add_parser("time-travel", help="move a local chain's time forward and mine blocks")
-    travel.add_argument("--network", default="local", help="a network marked local = true (default: local)")
+    travel.add_argument("--network", default="local", help="a network marked local = true")
     when = travel.add_mutually_exclusive_group()
     when.add_argument("--seconds", type=int, help="stamp the first new block this long after the head")
     when.add_argument("--to-timestamp", help="stamp the first new block at this time (ISO 8601 or Unix)")
-    travel.add_argument("--blocks", type=int, default=1, help="blocks to mine (default 1)")
+    travel.add_argument("--blocks", type=int, default=1, help="blocks to mine")
     travel.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR),
                         help="a running `vip dev`'s data directory, whose local network is used")
     travel.set_defaults(func=cmd_time_travel)
@@ -238,16 +260,38 @@ def add_allow_no_networks(parser: argparse.ArgumentParser) -> None:
                         help="start even when no network has an RPC URL (VIP_RPC_<NETWORK>)")
 
 
+class _DefaultsShown(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default, unless it has none (None, or a flag's False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class VipArgumentParser(argparse.ArgumentParser):
+    """The parser of `vip` and, through add_subparsers (which builds parsers of the parent's class), of
+    every subcommand: the defaults are shown everywhere without each command asking."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _DefaultsShown)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vip", description=__doc__)
+    parser = VipArgumentParser(prog="vip", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     dev = sub.add_parser("dev", help="run the whole stack locally (Postgres, Anvil, contracts, indexer, API)")
-    dev.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR))
+    dev.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR),
+                     help="embedded PostgreSQL, chain state, logs and the dev API key live here")
     dev.add_argument("--state-file", help="write base URL, key and network details here once ready")
-    dev.add_argument("--anvil-port", type=int, default=8545)
-    dev.add_argument("--api-port", type=int, default=8080)
-    dev.add_argument("--metrics-port", type=int, default=9464)
+    dev.add_argument("--anvil-port", type=int, default=8545, help="the local chain's JSON-RPC port")
+    dev.add_argument("--api-port", type=int, default=8080, help="the API's port")
+    dev.add_argument("--metrics-port", type=int, default=9464, help="the indexer daemon's /metrics port")
+    dev.add_argument("--reset", action="store_true",
+                     help="throw the data directory away first (database, chain, demo borrowers, dev key)")
     dev.add_argument("--no-demo", action="store_true",
                      help="skip seeding the demo borrowers (the pytest plugin's stacks start without them)")
     dev.set_defaults(func=cmd_dev)
@@ -258,28 +302,28 @@ def build_parser() -> argparse.ArgumentParser:
     index.set_defaults(func=cmd_index)
 
     serve = sub.add_parser("serve", help="run the HTTP API")
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
+    serve.add_argument("--host", help="listen address (default: api.host of the configuration, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (default: api.port of the configuration, 8080)")
     add_allow_no_networks(serve)
     serve.set_defaults(func=cmd_serve)
 
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
     revision = sub.add_parser("revision", help="write a migration from changes in vip/store/tables.py")
-    revision.add_argument("-m", "--message", required=True)
+    revision.add_argument("-m", "--message", required=True, help="the migration's one-line summary")
     revision.set_defaults(func=cmd_revision)
     sub.add_parser("status", help="show indexer cursors, watch sets and reorgs").set_defaults(func=cmd_status)
 
     keys_parser = sub.add_parser("keys", help="create, list and revoke API keys of an organisation")
     keys_sub = keys_parser.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", help="create a key (the organisation is created if new)")
-    create.add_argument("--org", required=True)
+    create.add_argument("--org", required=True, help="the organisation's name")
     create.add_argument("--scopes", default="read,write", help="comma-separated: read,write,disburse,admin")
-    create.add_argument("--description")
+    create.add_argument("--description", help="what the key is for (shown in listings)")
     listing = keys_sub.add_parser("list", help="list an organisation's keys (prefix, scopes, dates)")
-    listing.add_argument("--org", required=True)
-    revoke = keys_sub.add_parser("revoke", help="revoke a key")
-    revoke.add_argument("key_id")
-    revoke.add_argument("--org", required=True)
+    listing.add_argument("--org", required=True, help="the organisation's name")
+    revoke = keys_sub.add_parser("revoke", help="revoke a key (at once, in every API process)")
+    revoke.add_argument("key_id", help="the key's id (key_...), as `vip keys list` shows it")
+    revoke.add_argument("--org", required=True, help="the organisation's name")
     keys_parser.set_defaults(func=cmd_keys)
 
     add_webhooks_parser(sub).set_defaults(func=cmd_webhooks)
@@ -288,11 +332,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_secrets_parser(sub).set_defaults(func=cmd_secrets)
 
     watch = sub.add_parser("watch", help="add an address to a network's watch set (backfilled)")
-    watch.add_argument("network")
-    watch.add_argument("address")
-    watch.add_argument("--reason", default="wallet", choices=["wallet", "counterparty", "spender"])
+    watch.add_argument("network", help="a configured network (ethereum, polygon, base, arbitrum, local...)")
+    watch.add_argument("address", help="0x address, any case")
+    watch.add_argument("--reason", default="wallet", choices=["wallet", "counterparty", "spender"],
+                       help="why it is watched (a counterparty is followed for fraud tracing)")
     start = watch.add_mutually_exclusive_group()
-    start.add_argument("--start-block", type=int)
+    start.add_argument("--start-block", type=int,
+                       help="backfill from this block (default: the network's start block)")
     start.add_argument("--start-time", help="ISO 8601; the first block at or after it is found by bisection")
     watch.set_defaults(func=cmd_watch)
     add_time_travel_parser(sub)
@@ -301,8 +347,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    settings = load_settings()
-    configure_logging(settings.log_format)
-    return args.func(settings, args)
-
+    settings: Settings | None = None
+    try:
+        settings = load_settings()
+        configure_logging(settings.log_format)
+        return args.func(settings, args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        message = explain(exc, shown_database(settings.database_url) if settings else "the database")
+        if message is None:
+            raise
+        print(f"vip {args.command}: {message}", file=sys.stderr)
+        return 2
 

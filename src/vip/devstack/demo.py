@@ -8,7 +8,9 @@ so a developer sees the product work in the first minute.
   friend and goes straight back two days later: income inflated by a wash round-trip.
 
 Seeding runs once per data directory (`demo.json` remembers the borrowers); later runs print the same
-borrowers again. Chain time ends at the wall clock's "now", so the service's clock reads today.
+borrowers again. Chain time ends at the wall clock's "now", so the service's clock reads today. Both
+borrowers live on the demo's test clock, frozen at that "now": whatever later moves the chain (the
+example, a test, `vip time-travel`), every start shows the same VIPs and scores.
 """
 
 from __future__ import annotations
@@ -108,6 +110,9 @@ def seed_demo(client: VipClient, rpc_url: str, usdc: str, minter_key: str, data_
         chain.pay(WASHER_KEY, friend.address, WASH_AMOUNT)  # ... and straight back out
     chain.mine_at(now)  # the service's clock (chain time on a local network) reads today again
 
+    clock = client.post("/v1/test-clocks", {"frozen_time": now.isoformat(), "name": "demo borrowers"})
+    if clock.status != 201:
+        raise RuntimeError(f"demo test clock refused: {clock.status} {clock.body}")
     borrowers = []
     for name, account, salary, story in (
         ("Honest Hana", honest, HONEST_SALARY,
@@ -115,7 +120,8 @@ def seed_demo(client: VipClient, rpc_url: str, usdc: str, minter_key: str, data_
         ("Washing Walt", washer, WASHER_SALARY,
          f"{WASHER_SALARY} USDC salary plus a {WASH_AMOUNT} USDC wash round-trip each month"),
     ):
-        user = client.create_user(external_id=f"demo-{name.split()[1].lower()}", metadata={"name": name})
+        user = client.create_user(external_id=f"demo-{name.split()[1].lower()}", metadata={"name": name},
+                                  test_clock=clock.body["test_clock"]["id"])
         client.connect_wallet(user["id"], account)
         history = [{"date": f"{d:%Y-%m-%d}", "amount": salary, "direction": "inbound",
                     "from_reference": employer.address, "description": "Salary"} for d in days]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +21,7 @@ from web3 import Web3
 
 from vip.accounts import keys
 from vip.client import VipClient
-from vip.config import ENV_CONFIG_FILES, ENV_DATABASE_URL, ENV_OPERATOR_KEY, load_settings
+from vip.config import ENV_CONFIG_FILES, ENV_DATABASE_URL, ENV_OPERATOR_KEY, ConfigError, load_settings
 from vip.devstack.anvil import AnvilNode, start_anvil
 from vip.devstack.console import vip_console_script
 from vip.devstack.demo import demo_calls, demo_outcome, seed_demo
@@ -128,9 +130,16 @@ def wait_http(url: str, timeout_s: float, proc: subprocess.Popen | None = None) 
 
 
 def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: int,
-            metrics_port: int, demo: bool = True, configured_database_url: str | None = None) -> int:
+            metrics_port: int, demo: bool = True, configured_database_url: str | None = None,
+            reset: bool = False) -> int:
     """Start everything, print where it is, block until Ctrl-C, then stop everything cleanly. The database
-    is `configured_database_url` (the settings' DATABASE_URL) when given, else an embedded one."""
+    is `configured_database_url` (the settings' DATABASE_URL) when given, else an embedded one. `reset`
+    first throws the data directory away (embedded database, chain, demo, dev key): a fresh start."""
+    # Ports first: a busy one may be a stack running on this very data directory, which a reset must not pull
+    # from under it.
+    refuse_busy_ports({"--anvil-port": anvil_port, "--api-port": api_port, "--metrics-port": metrics_port})
+    if reset:
+        reset_data_dir(data_dir, configured_database_url)
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     database_url = (to_sqlalchemy_url(configured_database_url) if configured_database_url
@@ -202,7 +211,7 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
   USDT       {contracts.usdt}
   contract   {contracts.disbursement} (Disbursement)
   indexer    metrics http://127.0.0.1:{metrics_port}/metrics, log {logs / 'index.log'}
-  api        {base_url}/v1/health, log {logs / 'serve.log'}
+  api        {base_url}/readyz, reference {base_url}/docs, log {logs / 'serve.log'}
   api key    {api_key} (organisation "{DEV_ORGANISATION}", all scopes)
   state      {state_file or '(pass --state-file PATH to write one)'}""", flush=True)
         for borrower in borrowers:
@@ -217,8 +226,7 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
         for borrower in borrowers:
             for line in demo_outcome(VipClient(base_url, api_key), borrower, stopped=stop.is_set):
                 print(f"  {borrower.name}: {line}", flush=True)
-        _wait_for_signal(children, stop)
-        return 0
+        return 0 if _wait_for_signal(children, stop) else 1
     finally:
         for child in children:
             if child.poll() is None:
@@ -246,11 +254,42 @@ class _StopSignal:
         return self.flag
 
 
-def _wait_for_signal(children: list[subprocess.Popen], stop: _StopSignal) -> None:
+def _wait_for_signal(children: list[subprocess.Popen], stop: _StopSignal) -> bool:
+    """Wait for Ctrl-C (True) or for a child to die (False: `vip dev` then exits non-zero)."""
     while not stop.is_set():
         for child in children:
             if child.poll() is not None:
                 print(f"a child process exited with code {child.returncode}; stopping", file=sys.stderr)
-                return
+                return False
         time.sleep(0.2)
     print("stopping...", flush=True)
+    return True
+
+
+def reset_data_dir(data_dir: Path, configured_database_url: str | None) -> None:
+    """Remove what `vip dev` keeps between runs. Refused with DATABASE_URL set: that database would keep the
+    old chain's rows while the chain starts afresh, and dropping someone's database is not ours to do."""
+    if configured_database_url:
+        raise ConfigError("--reset starts from an empty embedded database and a new chain; with DATABASE_URL "
+                          "set, drop and recreate that database yourself, or unset DATABASE_URL")
+    if data_dir.exists():
+        shutil.rmtree(data_dir)
+        print(f"reset: removed {data_dir}", flush=True)
+
+
+class PortBusy(OSError):
+    """A port `vip dev` needs is taken; the message names the option that moves it."""
+
+
+def refuse_busy_ports(ports: dict[str, int]) -> None:
+    """Refuse before starting anything: a busy port would otherwise be answered by whatever holds it (a
+    stack left running), and `vip dev` would report itself up while its own process died."""
+    for option, port in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            # As the servers bind: only a listener makes the port busy, not a closed socket in TIME_WAIT.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                raise PortBusy(f"port {port} on 127.0.0.1 is in use (another `vip dev`?): stop what holds it "
+                               f"or pass {option} PORT") from None

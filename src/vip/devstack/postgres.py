@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from vip.config import ConfigError
+
 
 def embedded_postgres_url(data_dir: Path) -> str:
     """Start (or reuse) a private PostgreSQL cluster in `data_dir`; return a SQLAlchemy URL for it."""
@@ -13,8 +15,8 @@ def embedded_postgres_url(data_dir: Path) -> str:
     try:
         import pgserver  # imported lazily: only the embedded path needs its binaries
     except ImportError as exc:  # the container image leaves it out
-        raise RuntimeError("DATABASE_URL is not set and the embedded PostgreSQL (pgserver) is not "
-                           "installed: set DATABASE_URL") from exc
+        raise ConfigError("DATABASE_URL is not set and the embedded PostgreSQL (pgserver) is not "
+                          "installed: set DATABASE_URL") from exc
 
     data_dir.mkdir(parents=True, exist_ok=True)
     server = pgserver.get_server(str(data_dir), cleanup_mode="stop")
@@ -27,4 +29,4 @@ def to_sqlalchemy_url(url: str) -> str:
     for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]
-    raise ValueError("DATABASE_URL must be a postgresql:// URL")
+    raise ConfigError("DATABASE_URL must be a postgresql:// URL (postgresql://user:password@host:5432/db)")

@@ -17,6 +17,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vip import metrics
+from vip.accounts import test_clocks
 from vip.clock import Clock
 from vip.config import PlatformConfig, Settings
 from vip.reports import inputs as inputs
@@ -109,7 +110,10 @@ class VipReportJob:
         """The report's final status; "fetching" or None while its counterparties are not indexed yet."""
         config = self.config
         wallets = await inputs.active_wallets(conn, row.user_id)
-        periods = lookback_periods(now, row.lookback_months)
+        # The time the report is made at: the user's test clock's on a development stack, else now. The
+        # queue (postpone, events) keeps the service's time.
+        as_of = await test_clocks.user_time(conn, row.user_id, now)
+        periods = lookback_periods(as_of, row.lookback_months)
         start, end = month_start(periods[0]), month_after(periods[-1])
         records, platforms = await inputs.income_inputs(conn, row.user_id, self.platforms, start, end)
         if not wallets or not platforms:
@@ -152,8 +156,8 @@ class VipReportJob:
                 conn, network, wanted[network])
         outcome = verify(wallets, transfers, records, platforms, periods, config, known=known, capped=capped)
         await self._store_labels(conn, row, outcome, now)
-        cashflow = await self._cashflow(conn, wallets, outcome, periods, start, min(now, end))
-        body = vip_report(outcome, vip_id=row.id, user_id=row.user_id, generated_at=now, config=config)
+        cashflow = await self._cashflow(conn, wallets, outcome, periods, start, min(as_of, end))
+        body = vip_report(outcome, vip_id=row.id, user_id=row.user_id, generated_at=as_of, config=config)
         await vip_reports.finish(conn, row, body, cashflow, now)
         await self._income_change(conn, row, body, now)
         return body["status"]

@@ -192,8 +192,20 @@ users = Table(
     Column("external_id", Text),
     Column("metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # Development stacks only: the user's verification runs at this clock's frozen time (test_clocks).
+    Column("test_clock_id", Text, ForeignKey("test_clocks.id")),
     Index(None, "organisation_id", "external_id", unique=True,
           postgresql_where=text("external_id IS NOT NULL")),
+)
+
+test_clocks = Table(
+    "test_clocks",
+    metadata,
+    Column("id", Text, primary_key=True),  # clk_<hex>
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("name", Text),
+    Column("frozen_time", DateTime(timezone=True), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
 # --- connections and what they bring ---------------------------------------------------------------------

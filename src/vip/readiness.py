@@ -1,0 +1,58 @@
+"""Liveness and readiness of a process (API or daemon).
+
+Liveness (`/healthz`) says only that the process answers: a restart is the cure for a hung process, not for
+a database or an RPC that is down. Readiness (`/readyz`, also `/v1/health`) says whether this process can
+serve lenders now: the database answers and every enabled network's RPC answers `eth_blockNumber`; a load
+balancer takes a process that is not ready out of rotation until it is."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from vip.config import NetworkConfig
+
+PROBE_TIMEOUT_S = 3.0
+
+
+async def database_problem(engine: AsyncEngine) -> str | None:
+    """None when the database answers a query within the probe's time, else why not (no URL, no secret)."""
+    try:
+        async with asyncio.timeout(PROBE_TIMEOUT_S):
+            async with engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+    except TimeoutError:
+        return f"no answer within {PROBE_TIMEOUT_S:g} s"
+    except Exception as exc:  # whatever the driver raises, the probe reports it, never crashes
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'unreachable'}"
+    return None
+
+
+async def rpc_problem(http: aiohttp.ClientSession, network: NetworkConfig) -> str | None:
+    """None when the network's RPC answers eth_blockNumber, else why not. The URL is never repeated: hosted
+    providers put their API key in it."""
+    payload = {"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []}
+    try:
+        async with http.post(network.rpc_url or "", json=payload,
+                             timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S)) as resp:
+            if resp.status != 200:
+                return f"HTTP {resp.status}"
+            answer = await resp.json(content_type=None)
+    except TimeoutError:
+        return f"no answer within {PROBE_TIMEOUT_S:g} s"
+    except (aiohttp.ClientError, ValueError) as exc:
+        return type(exc).__name__
+    if not isinstance(answer, dict) or "result" not in answer:
+        return "no result in the JSON-RPC answer"
+    return None
+
+
+async def readiness(engine: AsyncEngine, http: aiohttp.ClientSession,
+                    networks: list[NetworkConfig]) -> dict[str, str]:
+    """Each dependency's problem, by name (`database`, `rpc:<network>`); empty when the process is ready."""
+    names = ["database", *(f"rpc:{n.name}" for n in networks)]
+    found = await asyncio.gather(database_problem(engine), *(rpc_problem(http, n) for n in networks))
+    return {name: problem for name, problem in zip(names, found, strict=True) if problem is not None}

@@ -1,0 +1,114 @@
+"""Test clocks: a frozen time an organisation owns; its users are verified at that time whatever the
+chain's (the service's) clock does, so one test, the example or the demo never changes what another sees.
+Real app, real database, the real VIP job."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import insert, select
+
+from tests.support.api import ApiHarness, checked_api
+from tests.support.chain import indexer_settings, local_network
+from tests.support.platforms import load_platforms
+from tests.test_api_transactions import add_transfers, add_wallet, transfer
+from tests.test_api_verification import FixedClock
+from vip.api.jsonio import dumps, loads
+from vip.reports.vip_reports import request_report
+from vip.reports.worker import VipReportJob
+from vip.store.tables import chain_cursors, users, vip_reports, watched_addresses
+
+EMPLOYER = "0x" + "e2" * 20
+FROZEN = datetime(2026, 3, 3, tzinfo=UTC)
+
+
+async def call(api: ApiHarness, method: str, path: str, body=None, org: str = "acme"):
+    resp = await api.client.request(method, path, data=dumps(body) if body is not None else None,
+                                    headers={**await api.headers(org), "Content-Type": "application/json"})
+    return resp.status, loads(await resp.text())
+
+
+async def test_create_read_and_advance_only_forward(api: ApiHarness):
+    status, body = await call(api, "POST", "/v1/test-clocks", {"frozen_time": "2026-03-03T00:00:00Z",
+                                                               "name": "march"})
+    assert status == 201, body
+    clock = body["test_clock"]
+    assert (clock["frozen_time"], clock["name"]) == ("2026-03-03T00:00:00Z", "march")
+    status, body = await call(api, "GET", f"/v1/test-clocks/{clock['id']}")
+    assert status == 200 and body["test_clock"] == clock
+    status, body = await call(api, "POST", f"/v1/test-clocks/{clock['id']}/advance",
+                              {"frozen_time": "2026-03-02T00:00:00Z"})
+    assert status == 400 and body["error"]["code"] == "ERR_VALIDATION"
+    status, body = await call(api, "POST", f"/v1/test-clocks/{clock['id']}/advance",
+                              {"frozen_time": "2026-05-03T00:00:00Z"})
+    assert status == 200 and body["test_clock"]["frozen_time"] == "2026-05-03T00:00:00Z"
+    # Another organisation neither sees the clock nor creates users on it.
+    status, body = await call(api, "GET", f"/v1/test-clocks/{clock['id']}", org="other")
+    assert status == 404
+    status, body = await call(api, "POST", "/v1/users", {"test_clock": clock["id"]}, org="other")
+    assert status == 404
+    status, body = await call(api, "POST", "/v1/users", {"test_clock": clock["id"]})
+    assert status == 201 and body["user"]["test_clock"] == clock["id"]
+    status, body = await call(api, "POST", "/v1/users", {})
+    assert status == 201 and "test_clock" not in body["user"]  # production users never carry the field
+
+
+async def test_refused_outside_development(aiohttp_client, session_chain, database_url, engine):
+    network = local_network(session_chain.node.rpc_url, session_chain.node.chain_id, session_chain.contracts)
+    production = indexer_settings(network.model_copy(update={"local": False}))
+    async with checked_api(aiohttp_client, production, database_url, engine) as api:
+        status, body = await call(api, "POST", "/v1/test-clocks", {})
+        assert status == 422 and body["error"]["code"] == "ERR_TEST_CLOCKS_UNAVAILABLE"
+        status, body = await call(api, "POST", "/v1/users", {"test_clock": "clk_any"})
+        assert status == 422 and body["error"]["code"] == "ERR_TEST_CLOCKS_UNAVAILABLE"
+
+
+async def test_a_users_vip_is_made_at_its_clocks_time_whatever_the_chain_does(api: ApiHarness):
+    """Salaries in January and February 2026; the clock reads 3 March 2026 while the service's clock (the
+    chain's) has moved on to 2027. The user's VIP still covers January and February and verifies both;
+    once the clock is advanced past them, the window moves with it."""
+    status, body = await call(api, "POST", "/v1/test-clocks", {"frozen_time": FROZEN.isoformat()})
+    clock = body["test_clock"]["id"]
+    status, body = await call(api, "POST", "/v1/users", {"test_clock": clock})
+    user = body["user"]["id"]
+    wallet = "0x" + "f1" * 20
+    await add_wallet(api.engine, "acme", user, wallet)
+    paid = [datetime(2026, 1, 25, 12, tzinfo=UTC), datetime(2026, 2, 25, 12, tzinfo=UTC)]
+    rows = [transfer(200 + i, 0, EMPLOYER, wallet, 5000 * 10**6) for i in range(len(paid))]
+    for row, moment in zip(rows, paid, strict=True):
+        row["block_timestamp"] = moment
+    await add_transfers(api.engine, rows)
+    status, body = await call(api, "POST", "/v1/connect/platform/direct", {
+        "user_id": user, "platform": "paystream", "source_type": "payroll", "account_id": "a-clock",
+        "data": {"account_holder": "Jane", "currency": "USD", "transaction_history": [
+            {"date": f"{m:%Y-%m-%d}", "amount": 5000, "direction": "inbound", "from_reference": EMPLOYER}
+            for m in paid]}})
+    assert status == 201, body
+    service_now = datetime(2027, 1, 10, tzinfo=UTC)  # the chain has moved on (another test, the example)
+    async with api.engine.begin() as conn:
+        await conn.execute(insert(chain_cursors).values(network="local", chain_id=31337, block_number=1000))
+        await conn.execute(insert(watched_addresses).values(
+            network="local", address=EMPLOYER, reason="counterparty", start_time=FROZEN - timedelta(days=120),
+            backfill_done_at=FROZEN))
+        org = (await conn.execute(select(users.c.organisation_id).where(users.c.id == user))).scalar_one()
+    job = VipReportJob(api.settings, api.engine, FixedClock(service_now), load_platforms())
+
+    async def vip() -> dict:
+        async with api.engine.begin() as conn:
+            row, _ = await request_report(conn, organisation_id=org, user_id=user, lookback_months=2,
+                                          refresh=True, now=service_now, cache=timedelta(hours=24))
+        while await job.run_once():
+            pass
+        async with api.engine.connect() as conn:
+            return (await conn.execute(select(vip_reports.c.report)
+                                       .where(vip_reports.c.id == row.id))).scalar_one()
+
+    report = await vip()
+    assert (report["status"], report["periods_verified"], report["generated_at"]) == (
+        "verified", 2, "2026-03-03T00:00:00Z")
+    assert [p["period"] for p in report["verified_periods"]] == ["2026-01", "2026-02"]
+
+    await call(api, "POST", f"/v1/test-clocks/{clock}/advance", {"frozen_time": "2026-05-03T00:00:00Z"})
+    moved = await vip()
+    assert [p["period"] for p in moved["unverified_periods"]] == ["2026-03", "2026-04"]
+    assert (moved["status"], moved["periods_verified"]) == ("unverified", 0)
