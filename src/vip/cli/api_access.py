@@ -24,7 +24,7 @@ def add_api_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", help=f"an API key with the admin scope (default: ${ENV_API_KEY}, else "
                                           "the key the running `vip dev` stack saved)")
     parser.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR),
-                        help=f"a running `vip dev`'s data directory (default: {DEFAULT_DATA_DIR})")
+                        help="a running `vip dev`'s data directory")
 
 
 def api_access(settings: Settings, args: argparse.Namespace) -> ApiAccess | str:
