@@ -3,7 +3,8 @@
 # one-off `vip migrate`. Anvil, solcjs and the embedded PostgreSQL are development tools and are not in
 # it: set DATABASE_URL and the VIP_RPC_<NETWORK> variables. See docs/operations.md ("Container").
 # Secrets come from the environment at run time, never from the image: VIP_TOKEN_KEY and VIP_STATE_SECRET
-# always, VIP_OPERATOR_KEY (or a keystore and VIP_OPERATOR_KEYSTORE_PASSWORD) when a network disburses.
+# always, VIP_OPERATOR_KEY (or a keystore and VIP_OPERATOR_KEYSTORE_PASSWORD) for `vip index` alone when a
+# network disburses (the API never signs and refuses the key).
 # Without a network marked local the service is in production and refuses to start without them.
 #
 #   docker build -t vip .

@@ -116,7 +116,9 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
     # over aiohttp's limits) is answered in the spec's error body too: the request factory is the one
     # place aiohttp lets an application see those requests.
     app._make_request = functools.partial(app._make_request, _cls=ApiRequest)  # type: ignore[method-assign]
-    app[SETTINGS] = settings
+    # The API never signs: whatever operator key reached the settings is dropped here (the daemon, `vip
+    # index`, is the only process that executes charges; docs/security.md).
+    app[SETTINGS] = settings.without_operator()
     app[KEY_CACHE] = keys.PrincipalCache(settings.api.key_cache_s)
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
@@ -140,7 +142,6 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
         await app[CLAIMS].dispose()
 
     app.cleanup_ctx.append(resources)
-    app.cleanup_ctx.append(payments.disbursement_resources)  # after `resources`: needs the engine and clock
     app.router.add_get("/v1/health", ready)
     app.router.add_get("/readyz", ready)
     app.router.add_get("/healthz", liveness)

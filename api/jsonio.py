@@ -8,6 +8,7 @@ from aiohttp import web
 
 from vip.formats import (  # noqa: F401 (the API's JSON helpers)
     USD_PLACES,
+    checksum_addresses,
     dumps,
     dumps_bytes,
     iso,
@@ -19,5 +20,7 @@ from vip.formats import (  # noqa: F401 (the API's JSON helpers)
 
 
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(body=dumps_bytes(obj), status=status, content_type="application/json",
-                        charset="utf-8", headers=headers)
+    """Every JSON body the API answers: its addresses EIP-55 checksummed here, whatever shape built it
+    (decision 132)."""
+    return web.Response(body=dumps_bytes(checksum_addresses(obj)), status=status,
+                        content_type="application/json", charset="utf-8", headers=headers)

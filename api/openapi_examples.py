@@ -78,7 +78,7 @@ CHARGE_OBJECT = {
     "approval_tx_hash": APPROVAL_TX, "executed_at": "2027-03-02T12:04:12Z", "failure_code": None,
     "failure_message": None, "created_at": "2027-03-02T12:04:10Z"}
 FUNDING_WALLET = {"address": LENDER, "network": "base", "kind": "eoa",
-                  "registered_at": "2027-02-20T10:00:00Z"}
+                  "registered_at": "2027-02-20T10:00:00Z", "default": True}
 WEBHOOK_ENDPOINT = {
     "id": ENDPOINT, "url": "https://hooks.acme-lending.example/vip", "description": "underwriting events",
     "event_types": ["vip.verified", "vip.partially_verified", "charge.succeeded", "charge.failed"],
@@ -155,10 +155,14 @@ REPLAYED_EVENT = {**EVENT_OBJECT, "delivery_status": "pending", "deliveries": [
      "delivered_at": None}]}
 TEST_CLOCK = {"id": "clk_3e9a1c7b5d2f4e6a8c0b1d3f", "name": "steady salaried persona",
               "frozen_time": NOW, "created_at": NOW}
+PERSONA = {"name": "steady_salaried",
+           "summary": "4,200 USDC salary on the 25th of every month, matched by the payroll records",
+           "expected": {"status": "verified", "periods_verified": 6, "recommendation": "approve",
+                        "fraud_flags": []}}
 CHAIN_HEAD = {"block_number": 1042, "timestamp": "2027-03-02T12:00:00Z", "unix_timestamp": 1804075200}
 SIWE_MESSAGE = (
     "app.acme-lending.example wants you to sign in with your Ethereum account:\n"
-    f"{BORROWER}\n\nConnect this wallet to Acme Lending for income verification.\n\n"
+    f"{BORROWER}\n\nConnect this wallet to verify my income.\n\n"
     "URI: https://app.acme-lending.example\nVersion: 1\nChain ID: 8453\nNonce: 9f3Kq2Lm7xW1\n"
     "Issued At: 2027-03-01T09:19:30Z")
 FUNDING_MESSAGE = (
@@ -187,6 +191,7 @@ REQUESTS: dict[str, Any] = {
     "FundingWalletNonce": {"address": LENDER, "network": "base"},
     "RegisterFundingWallet": {"address": LENDER, "nonce": "fwn_4d7b2a9c1e3f5a7b", "signature": SIGNATURE},
     "TimeTravelRequest": {"network": "local", "seconds": 2592000, "blocks": 1},
+    "CreatePersona": {"persona": "steady_salaried", "network": "local"},
     "CreateTestClock": {"frozen_time": "2027-03-02T12:00:00Z", "name": "steady salaried persona"},
     "AdvanceTestClock": {"frozen_time": "2027-04-02T12:00:00Z"},
     "CreateWebhookEndpoint": {"url": "https://hooks.acme-lending.example/vip",
@@ -202,6 +207,10 @@ PLATFORM = {"connection": PLATFORM_CONNECTION_OBJECT}
 RESPONSES: dict[tuple[str, str, str], Any] = {
     ("get", "/v1/health", "200"): {"status": "ok", "time": NOW},
     ("post", "/v1/test-clocks", "201"): {"test_clock": TEST_CLOCK},
+    ("get", "/v1/dev/personas", "200"): {"personas": [PERSONA]},
+    ("post", "/v1/dev/personas", "201"): {"persona": {
+        **PERSONA, "user_id": USER, "test_clock": TEST_CLOCK["id"], "frozen_time": NOW,
+        "wallets": {"borrower": BORROWER}}},
     ("get", "/v1/test-clocks/{clock_id}", "200"): {"test_clock": TEST_CLOCK},
     ("post", "/v1/test-clocks/{clock_id}/advance", "200"): {"test_clock": {
         **TEST_CLOCK, "frozen_time": "2027-04-02T12:00:00Z"}},
@@ -212,7 +221,8 @@ RESPONSES: dict[tuple[str, str, str], Any] = {
     ("delete", "/v1/api-keys/{key_id}", "200"): {"api_key": {**API_KEY, "status": "revoked",
                                                              "revoked_at": NOW}},
     ("get", "/v1/connect/wallet/nonce", "200"): {"nonce": "9f3Kq2Lm7xW1", "issued_at": "2027-03-01T09:19:30Z",
-                                                 "expires_at": "2027-03-01T09:29:30Z"},
+                                                 "expires_at": "2027-03-01T09:29:30Z",
+                                                 "statement": "Connect this wallet to verify my income."},
     ("post", "/v1/connect/wallet", "201"): CONNECTION,
     ("post", "/v1/connect/wallet", "200"): CONNECTION,
     ("get", "/v1/connect/platform/authorize", "200"): {
@@ -243,6 +253,9 @@ RESPONSES: dict[tuple[str, str, str], Any] = {
     ("post", "/v1/funding-wallets", "201"): {"funding_wallet": FUNDING_WALLET},
     ("post", "/v1/funding-wallets", "200"): {"funding_wallet": FUNDING_WALLET},
     ("get", "/v1/funding-wallets", "200"): {"funding_wallets": [FUNDING_WALLET]},
+    ("delete", "/v1/funding-wallets/{address}", "200"): {"funding_wallet": {**FUNDING_WALLET,
+                                                                            "default": False}},
+    ("put", "/v1/funding-wallets/{address}/default", "200"): {"funding_wallet": FUNDING_WALLET},
     ("post", "/v1/dev/time-travel", "200"): {
         "network": "local", "previous": CHAIN_HEAD, "advanced_seconds": 2592000, "blocks_mined": 1,
         "head": {"block_number": 1043, "timestamp": "2027-04-01T12:00:00Z", "unix_timestamp": 1806667200}},
@@ -318,6 +331,13 @@ OPERATION_ERRORS: dict[tuple[str, str, str], Any] = {
         {"approval_tx_hash": APPROVAL_TX}),
     ("get", "/v1/charges/{charge_id}", "404"): _error("ERR_NOT_FOUND", f"no charge {CHARGE}",
                                                       {"charge_id": CHARGE}),
+    **{(verb, path, "404"): _error("ERR_NOT_FOUND", f"no funding wallet {LENDER} in this organisation",
+                                   {"address": LENDER})
+       for verb, path in (("delete", "/v1/funding-wallets/{address}"),
+                          ("put", "/v1/funding-wallets/{address}/default"))},
+    ("delete", "/v1/funding-wallets/{address}", "409"): _error(
+        "ERR_FUNDING_WALLET_IN_USE", "open payment intents name this funding wallet",
+        {"address": LENDER, "payment_intent_ids": [INTENT]}),
     ("post", "/v1/funding-wallets", "409"): _error(
         "ERR_FUNDING_WALLET_TAKEN", "this wallet is registered to another organisation", {"address": LENDER}),
     ("post", "/v1/funding-wallets", "422"): _error(
@@ -340,6 +360,12 @@ OPERATION_ERRORS: dict[tuple[str, str, str], Any] = {
         "local = true)")
        for verb, path in (("post", "/v1/test-clocks"), ("get", "/v1/test-clocks/{clock_id}"),
                           ("post", "/v1/test-clocks/{clock_id}/advance"))},
+    **{(verb, "/v1/dev/personas", "422"): _error(
+        "ERR_TEST_CLOCKS_UNAVAILABLE", "test clocks exist only on development stacks (a network marked "
+        "local = true)") for verb in ("get", "post")},
+    ("post", "/v1/dev/personas", "502"): _error(
+        "ERR_CHAIN_UNAVAILABLE", "the network's RPC refused or did not answer: connection refused",
+        {"network": "local"}),
     ("post", "/v1/dev/time-travel", "422"): _error(
         "ERR_NETWORK_NOT_LOCAL", "base is not a local network", {"network": "base"}),
     ("get", "/v1/vip-report", "422"): _error(

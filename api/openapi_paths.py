@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from vip.api.openapi_schemas import (
-                   TIMESTAMP,
-                   error_response,
-                   ok_response,
-                   operation,
-                   path_param,
-                   query_param,
-                   ref,
+    ADDRESS,
+    TIMESTAMP,
+    error_response,
+    ok_response,
+    operation,
+    path_param,
+    query_param,
+    ref,
 )
 from vip.api.routes import admin, funding_wallets, payments, platforms, users, wallet_connect, webhooks
 from vip.api.routes import dev as dev_routes
@@ -56,10 +57,13 @@ PATHS = {
 PATHS.update({
     "/v1/connect/wallet/nonce": {"get": operation(
         "A single-use Sign-In with Ethereum nonce for a user (10 minutes)", "write", {
-            "200": ok_response("Put the nonce in the EIP-4361 message; stamp Issued At with issued_at", {
+            "200": ok_response("Put the nonce and, word for word, the statement in the EIP-4361 message; "
+                               "stamp Issued At with issued_at", {
                 "type": "object", "properties": {"nonce": {"type": "string"}, "issued_at": TIMESTAMP,
-                                                 "expires_at": TIMESTAMP},
-                "required": ["nonce", "issued_at", "expires_at"]})}, errors=("404",),
+                                                 "expires_at": TIMESTAMP, "statement": {
+                                                     "type": "string", "description": "The only statement a "
+                                                     "sign-in may carry (else 422 ERR_STATEMENT_MISMATCH)"}},
+                "required": ["nonce", "issued_at", "expires_at", "statement"]})}, errors=("404",),
         parameters=[{"name": "X-User-Id", "in": "header", "required": True, "schema": USER_ID}],
         tag="Connections")},
     "/v1/connect/wallet": {"post": operation(
@@ -139,19 +143,23 @@ PATHS.update({
         "200": ok_response("The intent", INTENT_BODY)}, errors=("404",), parameters=[path_param("intent_id")],
         tag="Disbursement")},
     "/v1/charges": {"post": operation(
-        "Execute a confirmed payment intent: the operator calls disburse() once; at most one charge per "
-        "intent", "disburse", {
+        "Charge a confirmed payment intent, at most once per intent. The API records the charge and the "
+        "disbursement daemon (which alone holds the operator key) calls disburse(); the request waits up "
+        "to the configured `charge_wait_s` for it to settle", "disburse", {
             "201": ok_response(
-                "Settled: succeeded (charge.succeeded) or failed (charge.failed, see failure_code)",
-                       CHARGE_BODY),
-            "202": ok_response("Not mined within the configured wait: pending; the daemon finishes it, poll "
-                       "GET /v1/charges/{id}", CHARGE_BODY)},
+                "Settled within the wait: succeeded (charge.succeeded) or failed (charge.failed, see "
+                "failure_code)", CHARGE_BODY),
+            "202": ok_response("Accepted, processed asynchronously: still pending after the wait; follow it "
+                               "with GET /v1/charges/{id} or the charge.succeeded / charge.failed webhooks",
+                               CHARGE_BODY)},
         errors=("404", "409", "410", "422", "503"), body=payments.CreateCharge, tag="Disbursement")},
     "/v1/charges/{charge_id}": {"get": operation("Read a charge", "read", {
         "200": ok_response("The charge", CHARGE_BODY)}, errors=("404",), parameters=[path_param("charge_id")],
         tag="Disbursement")},
 })
 
+ADDRESS_PARAM = {**path_param("address"), "schema": ADDRESS,
+                 "description": "The wallet's address, in any letter case"}
 FUNDING_WALLET_BODY = {"type": "object", "properties": {"funding_wallet": ref("FundingWallet")},
                        "required": ["funding_wallet"]}
 PATHS.update({
@@ -177,6 +185,17 @@ PATHS.update({
                                                                      "items": ref("FundingWallet")}},
                 "required": ["funding_wallets"]})}, tag="Disbursement"),
     },
+    "/v1/funding-wallets/{address}": {"delete": operation(
+        "Remove a funding wallet of the organisation (and its default mark); refused with 409 "
+        "ERR_FUNDING_WALLET_IN_USE while an open payment intent of the organisation (pending_approval or "
+        "approval_confirmed) names it", "disburse", {
+            "200": ok_response("The removed registration", FUNDING_WALLET_BODY)},
+        errors=("404", "409"), parameters=[ADDRESS_PARAM], tag="Disbursement")},
+    "/v1/funding-wallets/{address}/default": {"put": operation(
+        "Make a registered funding wallet the organisation's default: payment intents that name no "
+        "funding_wallet use it", "disburse", {
+            "200": ok_response("The new default", FUNDING_WALLET_BODY)},
+        errors=("404",), parameters=[ADDRESS_PARAM], tag="Disbursement")},
 })
 
 BODY_MODELS = [users.CreateUser, admin.CreateKey, wallet_connect.ConnectWallet,
@@ -221,6 +240,37 @@ for _item in ("/v1/test-clocks", "/v1/test-clocks/{clock_id}", "/v1/test-clocks/
     for _operation in PATHS[_item].values():
         _operation["description"] = _operation.get("description", "") + _CLOCKS_NOTE
 BODY_MODELS += [test_clock_routes.CreateTestClock, test_clock_routes.AdvanceTestClock]
+
+_PERSONA_EXPECTED = {"type": "object", "properties": {
+    "status": {"enum": ["verified", "partially_verified", "unverified"]},
+    "periods_verified": {"type": "integer"},
+    "recommendation": {"type": ["string", "null"],
+                       "description": "null: no verified period, so the risk score answers 422"},
+    "fraud_flags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["status", "periods_verified", "recommendation", "fraud_flags"]}
+_PERSONA = {"type": "object", "properties": {
+    "name": {"type": "string"}, "summary": {"type": "string"}, "expected": _PERSONA_EXPECTED},
+    "required": ["name", "summary", "expected"]}
+PATHS["/v1/dev/personas"] = {
+    "get": operation("The personas: preset borrowers and the outcome each produces", "read", {
+        "200": ok_response("The catalogue", {"type": "object", "properties": {
+            "personas": {"type": "array", "items": _PERSONA}}, "required": ["personas"]})},
+        errors=("422",), tag="Development"),
+    "post": operation(
+        "Make a preset borrower: six months of on-chain money and the payroll records, on a test clock",
+        "write", {"201": ok_response("The persona's user, wallets and test clock", {
+            "type": "object", "properties": {"persona": {**_PERSONA, "properties": {
+                **_PERSONA["properties"], "user_id": {"type": "string"}, "test_clock": {"type": "string"},
+                "frozen_time": TIMESTAMP,
+                "wallets": {"type": "object", "additionalProperties": {"type": "string"}}},
+                "required": [*_PERSONA["required"], "user_id", "test_clock", "frozen_time", "wallets"]}},
+            "required": ["persona"]})},
+        errors=("422", "502"), body=dev_routes.CreatePersona, tag="Development")}
+for _operation in PATHS["/v1/dev/personas"].values():
+    _operation["description"] = _operation.get("description", "") + (
+        " Development stacks only; the chain's time moves about seven months forward per persona"
+        " (docs/personas.md).")
+BODY_MODELS.append(dev_routes.CreatePersona)
 
 # --- verification: VIP report and risk score --------------------------------------------------------------
 VIP_BODY = {"type": "object", "properties": {"vip_report": ref("VipReport")}, "required": ["vip_report"]}

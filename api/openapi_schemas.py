@@ -12,7 +12,7 @@ API_VERSION = "1.0.0"
 ID = {"type": "string"}
 TIMESTAMP = {"type": "string", "format": "date-time"}
 NULLABLE_TIMESTAMP = {"type": ["string", "null"], "format": "date-time"}
-ADDRESS = {"type": "string", "pattern": "^0x[0-9a-fA-F]{40}$"}
+ADDRESS = {"type": "string", "pattern": "^0x[0-9a-fA-F]{40}$", "description": "EIP-55 checksummed"}
 NUMBER = {"type": "number"}
 
 
@@ -119,6 +119,8 @@ SCHEMAS: dict[str, Any] = {
         "kind": {"enum": ["eoa", "contract"],
                  "description": "eoa: a key's EIP-191 signature; contract: the wallet's ERC-1271 check"},
         "registered_at": TIMESTAMP,
+        "default": {"type": "boolean", "description": "The organisation's default funding wallet: what a "
+                                                      "payment intent naming none uses"},
     }),
 }
 
@@ -186,7 +188,8 @@ ERRORS = {
     "500": "Unexpected error (logged, never a stack trace)",
     "502": "A connected platform failed: ERR_PLATFORM_SYNC_FAILED",
     "410": "Gone: ERR_PAYMENT_INTENT_EXPIRED",
-    "503": "Temporarily unavailable: ERR_DISBURSEMENT_UNAVAILABLE (no operator key configured)",
+    "503": "Temporarily unavailable: ERR_DISBURSEMENT_UNAVAILABLE (no disbursement daemon with the operator "
+           "key is running for the intent's network)",
 }
 
 
@@ -245,7 +248,7 @@ SCHEMAS.update({
     "VerifiedPeriod": obj({
         "period": _PERIOD, "expected_amount": _USD, "received_amount": _USD, "tx_hash": {"type": "string"},
         "payout_date": {"type": "string", "format": "date"}, "block_timestamp": TIMESTAMP,
-        "origin_address": {"type": "string"}, "match_confidence": {"enum": ["exact", "close", "approximate"]},
+        "origin_address": ADDRESS, "match_confidence": {"enum": ["exact", "close", "approximate"]},
         "verified": {"const": True}}),
     "UnverifiedPeriod": obj({
         "period": _PERIOD, "expected_amount": _USD, "received_amount": _USD, "verified": {"const": False},
@@ -259,7 +262,7 @@ SCHEMAS.update({
         "code": {"enum": ["ERR_WASH_TRADE_DETECTED", "ERR_CIRCULAR_FLOW"]},
         "fraud_type": {"enum": ["wash_trade", "circular"]}, "tx_hash": {"type": "string"},
         "log_index": {"type": "integer"}, "network": {"type": "string"}, "wallet_id": ID,
-        "wallet_address": {"type": "string"}, "amount_usd": _USD, "block_timestamp": TIMESTAMP,
+        "wallet_address": ADDRESS, "amount_usd": _USD, "block_timestamp": TIMESTAMP,
         "evidence": {"type": ["object", "null"], "description": (
             "The funding trace's evidence (null for the pass-through rule): rule `funding_trace`, "
             "inbound_tx_hash, self_funded_share (of the inbound transfer, 4 decimals), intermediaries, "

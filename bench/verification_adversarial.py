@@ -65,8 +65,9 @@ NOW = datetime(2026, 7, 3, 12, tzinfo=UTC)
 PERIODS = ["2026-01", "2026-02", "2026-03", "2026-04", "2026-05", "2026-06"]
 FRAUD = ("one_hop", "multi_hop", "payer_in_loop", "split", "merged_biweekly", "several_wallets", "parked",
          "busy_hub", "mixed_salary", "swap_laundering", "chain_then_split", "payer_with_business")
-# Strategies the rules are known to miss in part (docs/performance.md says how much, and why).
-KNOWN_LIMITS = ("payer_with_business",)
+# Strategies the rules are known to miss in part (docs/performance.md says how much, and why). None now:
+# `payer_with_business` was one until the round trip with a named payer became a wash (decision 134).
+KNOWN_LIMITS: tuple[str, ...] = ()
 HONEST = ("hub_user", "rent_coworker", "refund", "loan_repaid", "own_savings", "client_customer",
           "dex_swapper")
 FLAGS = {WASH_TRADE, CIRCULAR_FLOW}

@@ -219,7 +219,7 @@ def run(state_path: Path) -> None:
         domain = urlsplit(state["base_url"]).netloc
         message = SiweMessage(
             domain=domain, address=borrower.address, uri=f"http://{domain}/", version="1",
-            chain_id=local["chain_id"], nonce=nonce.body["nonce"], statement="Verify my income.",
+            chain_id=local["chain_id"], nonce=nonce.body["nonce"], statement=nonce.body["statement"],
             issued_at=ISO8601Datetime.from_datetime(datetime.fromisoformat(nonce.body["issued_at"].replace(
                 "Z", "+00:00")))).prepare_message()
         signature = "0x" + Account.sign_message(encode_defunct(text=message), borrower.key).signature.hex()

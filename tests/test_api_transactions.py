@@ -26,10 +26,11 @@ from tests.support.indexer import running_indexer, wait_synced
 from vip.accounts import keys
 from vip.api.app import create_app
 from vip.api.jsonio import token_units
+from vip.formats import checksummed
 from vip.ids import new_id
 from vip.indexer import store
 from vip.store.tables import connections, token_transfers, transfer_labels, wallets
-from vip.transactions.query import Filters, Position, checksummed, transaction_id, transactions_query
+from vip.transactions.query import Filters, Position, transaction_id, transactions_query
 
 NETWORK = "local"
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from eth_account import Account
 from siwe import ISO8601Datetime, SiweMessage
@@ -22,6 +22,7 @@ from tests.support.wallets import (
 )
 from tests.test_api_access import assert_error
 from vip.api.app import create_app
+from vip.connections.siwe import STATEMENT
 
 NONCE_URL = "/v1/connect/wallet/nonce"
 CONNECT_URL = "/v1/connect/wallet"
@@ -88,7 +89,8 @@ async def test_sign_in_connects_the_wallet_and_watches_a_year_of_history(api):
     assert watched.start_time == now - timedelta(days=365)
     assert event.type == "connection.wallet.created" and event.data == {"object": connection}
     nonce = re.search(r"Nonce: (\w+)", body["message"]).group(1)
-    assert await nonce_used_at(api, nonce) == now
+    # The nonce is spent at the signer's (wall-clock) time; the connection is dated by the service clock.
+    assert abs(await nonce_used_at(api, nonce) - datetime.now(UTC)) < timedelta(minutes=1)
 
 
 async def test_reconnecting_an_active_wallet_returns_it_and_creates_nothing(api):
@@ -115,13 +117,27 @@ async def test_a_nonce_cannot_be_replayed(api):
     assert_error(await resp.json(), "ERR_NONCE_INVALID")
 
 
-async def test_an_expired_nonce_is_refused_by_the_service_clock(api, anvil):
+async def test_sign_in_times_are_the_signers_wall_clock_not_the_chains(api, anvil):
+    """A dApp stamps Issued At with the browser's clock. Moving the development chain's time (here
+    ten minutes and a second, past a nonce's lifetime) changes nothing for a sign-in."""
+    user = await api.user()
+    nonce, _ = await get_nonce(api, user)
+    anvil.call("evm_increaseTime", [601])
+    anvil.call("anvil_mine", ["0x1"])
+    account = Account.create()
+    body = await sign_in_body(api, user, account, nonce=nonce, issued_at=datetime.now(UTC))
+    resp = await post(api, body)
+    assert resp.status == 201, await resp.text()
+
+
+async def test_an_expired_nonce_is_refused(api):
     user = await api.user()
     account = Account.create()
     body = await sign_in_body(api, user, account)
-    # The service clock is the local chain's: ten minutes and a second later, the nonce is stale.
-    anvil.call("evm_increaseTime", [601])
-    anvil.call("anvil_mine", ["0x1"])
+    nonce = re.search(r"Nonce: (\w+)", body["message"]).group(1)
+    async with api.engine.begin() as conn:  # ten minutes and a second later, by the wall clock
+        await conn.exec_driver_sql("update wallet_nonces set expires_at = now() - interval '1 second' "
+                                   "where nonce = %s", (nonce,))
     before = await counts(api)
     resp = await post(api, body)
     assert resp.status == 422
@@ -266,7 +282,7 @@ async def test_a_message_for_another_uri_under_our_domain_is_refused(api):
 
     def signed(uri: str) -> dict:
         text = SiweMessage(domain=domain, address=account.address, uri=uri, version="1",
-                           chain_id=api.settings.networks["local"].chain_id, nonce=nonce,
+                           chain_id=api.settings.networks["local"].chain_id, nonce=nonce, statement=STATEMENT,
                            issued_at=ISO8601Datetime.from_datetime(now)).prepare_message()
         return {"user_id": user, "address": account.address, "network": "local", "message": text,
                 "signature": sign(text, account)}
@@ -280,4 +296,36 @@ async def test_a_message_for_another_uri_under_our_domain_is_refused(api):
     assert await counts(api) == dict.fromkeys(TABLES, 0)
     assert await nonce_used_at(api, nonce) is None
     resp = await post(api, signed(f"http://{domain}/connect/wallet"))  # any path on our origin
+    assert resp.status == 201, await resp.text()
+
+
+async def test_the_statement_is_ours_word_for_word(api):
+    """The nonce comes with our statement; a sign-in whose message says anything else (another text, a
+    changed letter, none at all) is refused with its own code, and changes nothing, the nonce included."""
+    user = await api.user()
+    account = Account.create()
+    resp = await api.client.get(NONCE_URL, headers={**await api.headers(), "X-User-Id": user})
+    assert (await resp.json())["statement"] == STATEMENT == "Connect this wallet to verify my income."
+    nonce, now = await get_nonce(api, user)
+    domain = service_domain(api)
+
+    def signed(statement: str | None) -> dict:
+        text = SiweMessage(domain=domain, address=account.address, uri=f"http://{domain}/", version="1",
+                           chain_id=api.settings.networks["local"].chain_id, nonce=nonce, statement=statement,
+                           issued_at=ISO8601Datetime.from_datetime(now)).prepare_message()
+        return {"user_id": user, "address": account.address, "network": "local", "message": text,
+                "signature": sign(text, account)}
+
+    for statement in ("I transfer all my funds to the bearer.", STATEMENT.lower(), STATEMENT + " ", None):
+        resp = await post(api, signed(statement))
+        assert resp.status in (400, 422), (statement, await resp.text())
+        if resp.status == 400:  # the grammar has no room for a trailing space: not even a SIWE message
+            assert statement == STATEMENT + " "
+            continue
+        payload = await resp.json()
+        assert_error(payload, "ERR_STATEMENT_MISMATCH")
+        assert payload["error"]["details"] == {"statement": statement, "expected_statement": STATEMENT}
+    assert await counts(api) == dict.fromkeys(TABLES, 0)
+    assert await nonce_used_at(api, nonce) is None
+    resp = await post(api, signed(STATEMENT))
     assert resp.status == 201, await resp.text()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,24 @@ def test_shipped_token_addresses_are_checksummed():
         for token in network.tokens.values():
             assert token.address == to_checksum_address(token.address)
             assert token.decimals == 6
+
+
+def test_shipped_counterparty_lists_cover_every_network_with_checksummed_addresses():
+    """Every DEX and lending address in the shipped file is written in its valid EIP-55 form (a typo in
+    one copied from a source fails its checksum), every shipped network has some, and the settings hold
+    them lower-case."""
+    raw = tomllib.loads((Path(DEFAULT_CONFIG_DIR) / "verification.toml").read_text())["verification"]
+    settings = load_settings(DEFAULT_CONFIG_DIR, environ={})
+    networks = set(settings.networks)
+    assert networks == {"ethereum", "polygon", "arbitrum", "base"}
+    for kind in ("dex_addresses", "lending_addresses"):
+        assert set(raw[kind]) == networks, kind
+        for network, addresses in raw[kind].items():
+            assert addresses and len(set(addresses)) == len(addresses), (kind, network)
+            for address in addresses:
+                assert address == to_checksum_address(address), (kind, network, address)
+            loaded = getattr(settings.verification, kind)[network]
+            assert loaded == tuple(a.lower() for a in addresses)
 
 
 def test_overlay_via_extra_files(tmp_path):

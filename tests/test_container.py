@@ -211,16 +211,20 @@ def test_compose_file_wires_postgres_migrations_api_and_daemon():
 
 def test_the_secrets_are_passed_in_from_the_environment_never_baked_in():
     """Production refuses to start without its secrets (vip.config.production_secret_problems): compose
-    hands every one of them to the roles, requiring those always needed, and the image sets none."""
-    secrets = {ENV_TOKEN_KEY, ENV_STATE_SECRET, ENV_OPERATOR_KEY, ENV_OPERATOR_KEYSTORE_PASSWORD}
+    hands every one of them to the roles that use it, requiring those always needed, and the image sets
+    none. The operator key goes to the daemon alone (the API never signs)."""
+    operator = {ENV_OPERATOR_KEY, ENV_OPERATOR_KEYSTORE_PASSWORD}
     services = compose()["services"]
     for role in ("api", "indexer", "migrate"):
         env = services[role]["environment"]
+        secrets = {ENV_TOKEN_KEY, ENV_STATE_SECRET} | (operator if role == "indexer" else set())
         assert secrets <= set(env), role
+        assert role == "indexer" or not operator & set(env), role
         for name in secrets:
             assert env[name].startswith("${" + name + ":"), (role, name)  # from the operator's environment
         for required in (ENV_TOKEN_KEY, ENV_STATE_SECRET):
             assert env[required].startswith("${" + required + ":?"), (role, required)  # compose refuses
+    secrets = {ENV_TOKEN_KEY, ENV_STATE_SECRET} | operator
     baked = " ".join(args for stage in dockerfile_stages((REPO_ROOT / "Dockerfile").read_text())
                      for kw, args in stage.instructions if kw in ("ENV", "ARG"))
     assert not any(name in baked for name in secrets)

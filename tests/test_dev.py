@@ -119,6 +119,23 @@ def run_example(state_file: Path) -> str:
     return done.stdout
 
 
+def child_environments(pid: int) -> dict[str, dict[str, str]]:
+    """The environment of each child process of `pid`, by the last word of its command line (Linux)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) != pid:
+                continue
+            words = [w for w in (entry / "cmdline").read_bytes().decode().split("\0") if w]
+            items = (entry / "environ").read_bytes().decode(errors="replace").split("\0")
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            continue
+        found[words[-1]] = dict(item.split("=", 1) for item in items if "=" in item)
+    return found
+
+
 def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
     data_dir = tmp_path / "dev"
     state_file = tmp_path / "state.json"
@@ -131,6 +148,9 @@ def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
         assert set(local) == {"rpc_url", "chain_id", "tokens", "disbursement_contract", "minter_private_key"}
         assert set(local["tokens"]) == {"USDC", "USDT"}
         assert get_json(state["base_url"] + "/v1/health")["status"] == "ok"
+        # The operator key goes to the daemon alone: the API process never holds it (docs/security.md).
+        children = child_environments(proc.pid)
+        assert "VIP_OPERATOR_KEY" in children["index"] and "VIP_OPERATOR_KEY" not in children["serve"]
         # The key in the state file works against the API (a made-up user is simply not found).
         request = urllib.request.Request(state["base_url"] + "/v1/users/usr_none",
                                          headers={"Authorization": f"Bearer {state['api_key']}"})

@@ -52,8 +52,9 @@ async def count(api: ApiHarness, table) -> int:
     ({"token": "DAI"}, 400, "ERR_VALIDATION", "token"),
     ({"network": "ethereum"}, 400, "ERR_VALIDATION", "network"),
     ({"network": "nowhere"}, 400, "ERR_VALIDATION", "network"),
-    ({"recipient_wallet": "lower"}, 400, "ERR_VALIDATION", "recipient_wallet"),
-    ({"recipient_wallet": "0x" + "ab" * 20}, 400, "ERR_VALIDATION", "recipient_wallet"),
+    ({"recipient_wallet": "bad checksum"}, 400, "ERR_VALIDATION", "recipient_wallet"),
+    ({"recipient_wallet": "0x" + "ab" * 19}, 400, "ERR_VALIDATION", "recipient_wallet"),
+    ({"recipient_wallet": "0x" + "ab" * 20}, 422, "ERR_RECIPIENT_NOT_CONNECTED", "recipient_wallet"),
     ({"recipient_wallet": "0x000000000000000000000000000000000000dEaD"}, 422, "ERR_RECIPIENT_NOT_CONNECTED",
      "recipient_wallet"),
     ({"funding_wallet": None}, 422, "ERR_MISSING_FUNDING_WALLET", "funding_wallet"),
@@ -67,8 +68,9 @@ async def test_bad_intents_are_refused_and_change_nothing(pay_api, session_chain
     funding = lender(session_chain, 5)
     assert (await register_funding_wallet(pay_api, funding)).status == 201
     body = intent_body(who, funding)
-    if change.get("recipient_wallet") == "lower":
-        change = {"recipient_wallet": who.wallet.lower()}
+    if change.get("recipient_wallet") == "bad checksum":
+        # Mixed case whose letters are all the wrong case: refused; one case alone is accepted.
+        change = {"recipient_wallet": "0x" + who.wallet[2:].swapcase()}
     if change.get("funding_wallet") == "unregistered":
         change = {"funding_wallet": session_chain.contracts.sprayer}
     body.update(change)

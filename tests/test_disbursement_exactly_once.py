@@ -1,27 +1,30 @@
-"""A loan is paid once, whatever fails: crashes between signing, broadcast and receipt, a dropped
-transaction, a retried disburse(). Each test runs on its own Anvil and checks balances on chain."""
+"""A loan is paid once, whatever fails: crashes between signing, broadcast and receipt (a daemon
+SIGKILLed mid-charge), two daemons racing for the same charges, a dropped transaction, a retried
+disburse(). The API holds no key: daemons (`ChargeCompleter`) are the only executors, here started by
+each test where it wants one. Each test runs on its own Anvil and checks balances on chain."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from decimal import Decimal
 
 import aiohttp
 import pytest
 from eth_account import Account
-from sqlalchemy import select
+from sqlalchemy import func, select, update
 
 from tests.support.api import ApiHarness
 from tests.support.payments import (
     approve,
     balance,
     borrower,
+    charge_daemon,
     confirmed_intent,
     create_intent,
     disbursed_logs,
@@ -29,6 +32,7 @@ from tests.support.payments import (
     lender,
     payments_api,
     post_json,
+    wait_charge_settled,
 )
 from vip.chain.contracts import TransactionReverted, contract_at, organisation_key, send_transaction
 from vip.chain.rpc import RpcClient, RpcError
@@ -43,12 +47,12 @@ from vip.payments.disburser import Disburser, Payout
 from vip.payments.rules import chain_intent_id
 from vip.payments.shapes import charge_json
 from vip.payments.worker import ChargeCompleter, IntentExpirer
-from vip.store.tables import charges, disbursement_transactions
+from vip.store.tables import charge_executors, charges, disbursement_transactions
 
 
 @pytest.fixture
 async def pay_api(aiohttp_client, database_url, engine, chain) -> AsyncIterator[ApiHarness]:
-    async with payments_api(aiohttp_client, database_url, engine, chain, charge_wait_s=0.5,
+    async with payments_api(aiohttp_client, database_url, engine, chain, executor=False, charge_wait_s=0.5,
                             drop_grace_s=0.0) as harness:
         yield harness
 
@@ -82,7 +86,9 @@ class Restarted:
 
 @pytest.fixture
 async def restarted(pay_api) -> AsyncIterator[Restarted]:
+    """A daemon that has announced itself (so the API accepts charges) and that the test steps by hand."""
     daemon = Restarted(pay_api)
+    await daemon.completer.beat()
     yield daemon
     await daemon.close()
 
@@ -94,15 +100,26 @@ async def load(api: ApiHarness, charge_id: str):
 
 
 async def new_charge(api: ApiHarness, intent: dict, approval_tx: str) -> tuple[str, Payout]:
-    """The charge row POST /v1/charges writes before executing, with its lease already lapsed (its
-    request died)."""
+    """The charge row POST /v1/charges writes for the daemon: pending, due, leased to nobody."""
     async with api.engine.begin() as conn:
         row = await store.load_intent(conn, intent["id"])
         charge = await store.insert_charge(conn, {
             "id": new_id("ch"), "organisation_id": row.organisation_id, "payment_intent_id": row.id,
-            "network": "local", "approval_tx_hash": approval_tx, "created_at": row.created_at}, 0.0)
+            "network": "local", "approval_tx_hash": approval_tx, "created_at": row.created_at})
     return charge.id, Payout(charge.id, organisation_key(row.organisation_id), row.chain_intent_id,
                              row.token_address, row.funding_wallet, row.recipient_wallet, int(row.amount))
+
+
+async def settled(api: ApiHarness, responses) -> list[dict]:
+    """The charges POST /v1/charges answered, each once the daemon settled it: 201 when that happened
+    within charge_wait_s, else 202 and GET until it did (how fast is the machine's business, not the
+    test's)."""
+    charges = []
+    for resp in responses:
+        assert resp.status in (201, 202), await resp.text()
+        charge = (await resp.json())["charge"]
+        charges.append(charge if resp.status == 201 else await wait_charge_settled(api, charge["id"]))
+    return charges
 
 
 def operator_nonce(chain) -> int:
@@ -159,21 +176,24 @@ async def test_crash_after_broadcast_before_receipt(pay_api, chain, database_url
     assert_paid_once(chain, intent, who, funding, before, 11_000_000, signed.tx_hash)
 
 
-async def test_pending_charge_answers_202_and_the_daemon_finishes_it(pay_api, chain, database_url, restarted):
+async def test_pending_charge_answers_202_and_the_daemon_finishes_it(pay_api, chain, database_url):
+    """The daemon broadcasts at once (woken by the charge's NOTIFY), the block is not mined within
+    charge_wait_s: 202 with the pending charge; GET and the webhook event follow it to `succeeded`."""
     who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "12")
     before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
-    chain.set_automine(False)
-    resp = await post_json(pay_api, "/v1/charges", {"payment_intent_id": intent["id"],
-                                                    "approval_tx_hash": approval_tx})
-    assert resp.status == 202, await resp.text()
-    pending = (await resp.json())["charge"]
-    assert pending["status"] == "pending" and pending["disbursement_tx_hash"] is None
-    chain.mine()
-    chain.set_automine(True)
-    charge = await restarted.finish(pay_api, pending["id"])
-    assert charge["status"] == "succeeded"
-    got = await pay_api.client.get(f"/v1/charges/{pending['id']}", headers=await pay_api.headers())
-    assert (await got.json())["charge"] == charge
+    async with charge_daemon(pay_api.settings, pay_api.engine):
+        chain.set_automine(False)
+        resp = await post_json(pay_api, "/v1/charges", {"payment_intent_id": intent["id"],
+                                                        "approval_tx_hash": approval_tx})
+        assert resp.status == 202, await resp.text()
+        pending = (await resp.json())["charge"]
+        assert pending["status"] == "pending" and pending["disbursement_tx_hash"] is None
+        sent = await broadcast_attempt(pay_api, pending["id"])
+        chain.mine()
+        chain.set_automine(True)
+        charge = await wait_charge_settled(pay_api, pending["id"])
+    assert charge["status"] == "succeeded" and charge["disbursement_tx_hash"] == sent.tx_hash
+    assert ("charge.succeeded", pending["id"]) in await event_types(pay_api)
     assert_paid_once(chain, intent, who, funding, before, 12_000_000, charge["disbursement_tx_hash"])
 
 
@@ -181,11 +201,7 @@ async def test_dropped_transaction_is_replaced_with_the_same_nonce(pay_api, chai
     who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "13")
     before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
     nonce_before = operator_nonce(chain)
-    chain.set_automine(False)
-    resp = await post_json(pay_api, "/v1/charges", {"payment_intent_id": intent["id"],
-                                                    "approval_tx_hash": approval_tx})
-    assert resp.status == 202
-    charge_id = (await resp.json())["charge"]["id"]
+    charge_id = await pending_charge(pay_api, chain, intent, approval_tx, restarted)
     [first] = await attempts(pay_api, charge_id)
     chain.node.call("anvil_dropTransaction", [first.tx_hash])  # the mempool forgets it
 
@@ -210,9 +226,9 @@ async def test_contract_refuses_a_second_disburse_of_one_intent(pay_api, chain, 
     who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "14")
     approve(chain, intent, funding, amount=10**12)  # plenty of allowance left for a second payment
     before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
-    resp = await post_json(pay_api, "/v1/charges", {"payment_intent_id": intent["id"],
-                                                    "approval_tx_hash": approval_tx})
-    charge = (await resp.json())["charge"]
+    async with charge_daemon(pay_api.settings, pay_api.engine):
+        [charge] = await settled(pay_api, [await post_json(pay_api, "/v1/charges", {
+            "payment_intent_id": intent["id"], "approval_tx_hash": approval_tx})])
     assert charge["status"] == "succeeded"
     contract = contract_at(chain.w3, "Disbursement", chain.contracts.disbursement)
     intent_key = bytes.fromhex(chain_intent_id(intent["id"])[2:])
@@ -255,9 +271,10 @@ async def test_concurrent_charges_of_different_intents_take_consecutive_nonces(p
     nonce_before = operator_nonce(chain)
     confirmed = [await confirmed_intent(pay_api, chain, database_url, str(20 + i), lender_index=5 + i)
                  for i in range(4)]
-    responses = await asyncio.gather(*(post_json(pay_api, "/v1/charges", {
-        "payment_intent_id": intent["id"], "approval_tx_hash": tx}) for _, _, intent, tx in confirmed))
-    assert [r.status for r in responses] == [201] * 4
+    async with charge_daemon(pay_api.settings, pay_api.engine):
+        responses = await asyncio.gather(*(post_json(pay_api, "/v1/charges", {
+            "payment_intent_id": intent["id"], "approval_tx_hash": tx}) for _, _, intent, tx in confirmed))
+        assert [c["status"] for c in await settled(pay_api, responses)] == ["succeeded"] * 4
     async with pay_api.engine.connect() as conn:
         nonces = sorted((await conn.execute(select(disbursement_transactions.c.nonce))).scalars())
     assert nonces == list(range(nonce_before, nonce_before + 4))
@@ -266,15 +283,19 @@ async def test_concurrent_charges_of_different_intents_take_consecutive_nonces(p
         assert len(disbursed_logs(chain, chain_intent_id(intent["id"]))) == 1
 
 
-def serve_config(chain, api_port: int) -> str:
+def stack_config(chain, api_port: int, metrics_port: int) -> str:
     c = chain.contracts
     return f"""
 [api]
 port = {api_port}
 
+[daemon]
+metrics_port = {metrics_port}
+
 [disbursement]
 charge_wait_s = 3.0
 lease_s = 4.0
+poll_interval_s = 0.1
 
 [networks.local]
 chain_id = {chain.node.chain_id}
@@ -292,56 +313,158 @@ address = "{c.usdt}"
 """
 
 
-def spawn_serve(env: dict[str, str], log_path) -> subprocess.Popen:
+def spawn(command: str, env: dict[str, str], log_path) -> subprocess.Popen:
     with open(log_path, "ab") as out:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen([sys.executable, "-m", "vip.cli", "serve"], env=env, stdout=out,
+        return subprocess.Popen([sys.executable, "-m", "vip.cli", command], env=env, stdout=out,
                                 stderr=subprocess.STDOUT)
 
 
-async def test_api_process_killed_between_broadcast_and_receipt(pay_api, chain, database_url, restarted,
-                                                                tmp_path):
-    """`vip serve` as a real process, SIGKILLed while it waits for the receipt; the daemon finishes."""
+def environment_without_operator_key(database_url: str, config) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in (
+        "VIP_OPERATOR_KEY", "VIP_OPERATOR_KEYSTORE_PASSWORD", "VIP_CONFIG")}
+    return {**env, "DATABASE_URL": database_url, "VIP_CONFIG": str(config)}
+
+
+async def broadcast_attempt(api: ApiHarness, charge_id: str | None = None, rounds: int = 1500):
+    """The first broadcast disburse() transaction (of `charge_id`, or of any), once a daemon sent it."""
+    for _ in range(rounds):
+        async with api.engine.connect() as conn:
+            query = select(disbursement_transactions).where(disbursement_transactions.c.status == "broadcast")
+            if charge_id is not None:
+                query = query.where(disbursement_transactions.c.charge_id == charge_id)
+            sent = (await conn.execute(query)).first()
+        if sent is not None:
+            return sent
+        await asyncio.sleep(0.02)
+    raise AssertionError("no daemon broadcast the charge's transaction")
+
+
+async def test_daemon_killed_between_broadcast_and_receipt(pay_api, chain, database_url, restarted, tmp_path):
+    """`vip index` as a real process (the only one with the operator key) SIGKILLed once it has broadcast
+    the charge's transaction; another daemon takes the charge when the dead lease lapses and finishes the
+    same transaction: one nonce, one payment."""
     who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "16")
     before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
     nonce_before = operator_nonce(chain)
-    port = free_port()
-    config = tmp_path / "serve.toml"
-    config.write_text(serve_config(chain, port))
-    env = {**os.environ, "DATABASE_URL": database_url, "VIP_CONFIG": str(config),
+    config = tmp_path / "stack.toml"
+    config.write_text(stack_config(chain, free_port(), free_port()))
+    env = {**environment_without_operator_key(database_url, config),
            "VIP_OPERATOR_KEY": chain.node.private_keys[1]}
-    server = spawn_serve(env, tmp_path / "serve.log")
+    indexer = spawn("index", env, tmp_path / "index.log")
     try:
-        await asyncio.to_thread(wait_http, f"http://127.0.0.1:{port}/healthz", 60, server)
+        for _ in range(3000):  # until the daemon announces itself as a charge executor
+            async with pay_api.engine.connect() as conn:
+                rows = (await conn.execute(select(charge_executors.c.instance_id))).all()
+            if len(rows) > 1 or indexer.poll() is not None:  # `restarted` beat one row
+                break
+            await asyncio.sleep(0.02)
+        assert indexer.poll() is None and len(rows) == 2
         chain.set_automine(False)
-        headers = {**await pay_api.headers(), "Content-Type": "application/json"}
-        async with aiohttp.ClientSession() as http:
-            request = asyncio.create_task(http.post(
-                f"http://127.0.0.1:{port}/v1/charges", headers=headers,
-                json={"payment_intent_id": intent["id"], "approval_tx_hash": approval_tx}))
-            for _ in range(600):  # until the API process has broadcast the transaction
-                async with pay_api.engine.connect() as conn:
-                    sent = (await conn.execute(select(disbursement_transactions).where(
-                        disbursement_transactions.c.status == "broadcast"))).first()
-                if sent is not None or request.done():
-                    break
-                await asyncio.sleep(0.02)
-            assert sent is not None and not request.done()
-            server.send_signal(signal.SIGKILL)
-            server.wait(10)
-            with contextlib.suppress(aiohttp.ClientError):
-                await request
+        resp = await post_json(pay_api, "/v1/charges", {"payment_intent_id": intent["id"],
+                                                        "approval_tx_hash": approval_tx})
+        assert resp.status == 202, await resp.text()
+        sent = await broadcast_attempt(pay_api)
+        indexer.send_signal(signal.SIGKILL)
+        indexer.wait(10)
     finally:
-        if server.poll() is None:
-            server.kill()
+        if indexer.poll() is None:
+            indexer.kill()
     chain.mine()
     chain.set_automine(True)
     charge_row, _ = await load(pay_api, sent.charge_id)
     assert charge_row.status == "pending"
 
-    charge = await restarted.finish(pay_api, sent.charge_id, rounds=1000)  # once the dead lease lapses
+    # Once the dead daemon's lease lapses (if it died inside a pass), the other daemon takes the charge.
+    charge = await restarted.finish(pay_api, sent.charge_id, rounds=1000)
     assert charge["status"] == "succeeded" and charge["disbursement_tx_hash"] == sent.tx_hash
+    assert [a.tx_hash for a in await attempts(pay_api, sent.charge_id)] == [sent.tx_hash]
     assert operator_nonce(chain) == nonce_before + 1
     assert_paid_once(chain, intent, who, funding, before, 16_000_000, sent.tx_hash)
+
+
+async def test_api_without_any_operator_key_charges_through_the_daemon(pay_api, chain, database_url,
+                                                                       tmp_path):
+    """`vip serve` as a real process whose environment and configuration hold no operator key at all:
+    charges still succeed, executed by the daemon (here in this process, with the key)."""
+    who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "21")
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    port = free_port()
+    config = tmp_path / "stack.toml"
+    config.write_text(stack_config(chain, port, free_port()))
+    assert "operator" not in config.read_text()
+    server = spawn("serve", environment_without_operator_key(database_url, config), tmp_path / "serve.log")
+    try:
+        await asyncio.to_thread(wait_http, f"http://127.0.0.1:{port}/healthz", 60, server)
+        headers = {**await pay_api.headers(), "Content-Type": "application/json"}
+        body = {"payment_intent_id": intent["id"], "approval_tx_hash": approval_tx}
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"http://127.0.0.1:{port}/v1/charges", headers=headers, json=body) as resp:
+                # No daemon announced itself: nothing would execute the charge.
+                assert resp.status == 503
+                assert (await resp.json())["error"]["code"] == "ERR_DISBURSEMENT_UNAVAILABLE"
+            async with charge_daemon(pay_api.settings, pay_api.engine), \
+                    http.post(f"http://127.0.0.1:{port}/v1/charges", headers=headers, json=body) as resp:
+                [charge] = await settled(pay_api, [resp])
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert charge["status"] == "succeeded"
+    assert_paid_once(chain, intent, who, funding, before, 21_000_000, charge["disbursement_tx_hash"])
+    assert "operator" not in (tmp_path / "serve.log").read_text().lower()
+
+
+async def test_two_daemons_racing_execute_each_charge_once(pay_api, chain, database_url):
+    """Two daemons, each with its own RPC client, nonce view and lease, run side by side while four
+    charges arrive at once: each charge is claimed by one of them (FOR UPDATE SKIP LOCKED, then the
+    lease), so each has exactly one signed transaction and one Disbursed log, on consecutive nonces."""
+    nonce_before = operator_nonce(chain)
+    confirmed = [await confirmed_intent(pay_api, chain, database_url, str(30 + i), lender_index=5 + i)
+                 for i in range(4)]
+    async with charge_daemon(pay_api.settings, pay_api.engine), \
+            charge_daemon(pay_api.settings, pay_api.engine):
+        responses = await asyncio.gather(*(post_json(pay_api, "/v1/charges", {
+            "payment_intent_id": intent["id"], "approval_tx_hash": tx}) for _, _, intent, tx in confirmed))
+        assert [c["status"] for c in await settled(pay_api, responses)] == ["succeeded"] * 4
+    async with pay_api.engine.connect() as conn:
+        rows = (await conn.execute(select(disbursement_transactions.c.charge_id,
+                                          disbursement_transactions.c.nonce))).all()
+    assert len({r.charge_id for r in rows}) == len(rows) == 4
+    assert sorted(r.nonce for r in rows) == list(range(nonce_before, nonce_before + 4))
+    for _, _, intent, _ in confirmed:
+        assert len(disbursed_logs(chain, chain_intent_id(intent["id"]))) == 1
+
+
+async def test_a_due_charge_is_claimed_by_one_daemon(pay_api, chain, database_url):
+    """The claim itself: two daemons asking at the same moment, one gets the charge, the other nothing;
+    while the lease holds, nobody else gets it."""
+    _, _, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "22")
+    charge_id, _ = await new_charge(pay_api, intent, approval_tx)
+
+    async def claim() -> list[str]:
+        async with pay_api.engine.begin() as conn:
+            return await store.claim_due_charges(conn, 30.0, 20)
+
+    first, second = await asyncio.gather(claim(), claim())
+    assert sorted([first, second]) == [[], [charge_id]]
+    assert await claim() == []
+
+
+async def test_no_live_daemon_answers_503_and_records_nothing(pay_api, chain, database_url, restarted):
+    """A daemon that stopped beating (its row older than executor_stale_s) serves nobody: 503, and the
+    intent stays chargeable."""
+    _, _, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "23")
+    async with pay_api.engine.begin() as conn:
+        await conn.execute(update(charge_executors).values(seen_at=func.now() - timedelta(minutes=5)))
+    body = {"payment_intent_id": intent["id"], "approval_tx_hash": approval_tx}
+    resp = await post_json(pay_api, "/v1/charges", body)
+    assert resp.status == 503, await resp.text()
+    error = (await resp.json())["error"]
+    assert error["code"] == "ERR_DISBURSEMENT_UNAVAILABLE" and error["details"] == {"network": "local"}
+    async with pay_api.engine.connect() as conn:
+        assert (await conn.execute(select(charges))).first() is None
+    await restarted.completer.beat()
+    resp = await post_json(pay_api, "/v1/charges", body)
+    assert resp.status == 202, await resp.text()  # accepted; nobody executes it in this test
 
 
 async def test_transaction_refused_for_its_fees_is_replaced_with_the_same_nonce(pay_api, chain, database_url):
@@ -373,20 +496,25 @@ async def test_transaction_refused_for_its_fees_is_replaced_with_the_same_nonce(
     assert_paid_once(chain, intent, who, funding, before, 17_000_000, replacement.tx_hash)
 
 
-async def pending_charge(api: ApiHarness, chain, intent: dict, approval_tx: str) -> str:
-    """POST /v1/charges with mining off: answered 202, its transaction waiting in the mempool."""
+async def pending_charge(api: ApiHarness, chain, intent: dict, approval_tx: str, daemon: Restarted) -> str:
+    """POST /v1/charges with mining off: answered 202; then the daemon's first pass broadcasts its
+    transaction, which waits in the mempool."""
     chain.set_automine(False)
     resp = await post_json(api, "/v1/charges", {"payment_intent_id": intent["id"],
                                                 "approval_tx_hash": approval_tx})
     assert resp.status == 202, await resp.text()
-    return (await resp.json())["charge"]["id"]
+    charge_id = (await resp.json())["charge"]["id"]
+    assert await daemon.completer.step() is True
+    [sent] = await attempts(api, charge_id)
+    assert sent.status == "broadcast"
+    return charge_id
 
 
-async def test_stuck_transaction_is_replaced_with_the_same_nonce(pay_api, chain, database_url):
+async def test_stuck_transaction_is_replaced_with_the_same_nonce(pay_api, chain, database_url, restarted):
     who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "18")
     before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
     nonce_before = operator_nonce(chain)
-    charge_id = await pending_charge(pay_api, chain, intent, approval_tx)
+    charge_id = await pending_charge(pay_api, chain, intent, approval_tx, restarted)
     impatient = pay_api.settings.disbursement.model_copy(update={"replace_after_s": 0.001})
     daemon = Restarted(pay_api, pay_api.settings.model_copy(update={"disbursement": impatient}))
     try:
@@ -412,7 +540,7 @@ async def test_nonce_taken_by_another_transaction_of_the_key(pay_api, chain, dat
     fresh nonce is used, and the intent is still paid once."""
     who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "19")
     before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
-    charge_id = await pending_charge(pay_api, chain, intent, approval_tx)
+    charge_id = await pending_charge(pay_api, chain, intent, approval_tx, restarted)
     [ours] = await attempts(pay_api, charge_id)
     chain.node.call("anvil_dropTransaction", [ours.tx_hash])
     chain.node.call("eth_sendTransaction", [{"from": chain.accounts[1], "to": chain.accounts[2],

@@ -241,7 +241,7 @@ async def test_registration_refusals_change_nothing(pay_api, session_chain):
     chain = session_chain
     wallet, key = to_checksum_address(chain.accounts[2]), chain.node.private_keys[2]
     for body, field in (({"address": wallet, "network": "nowhere"}, "network"),
-                        ({"address": wallet.lower(), "network": "local"}, "address"),
+                        ({"address": "0x" + wallet[2:].swapcase(), "network": "local"}, "address"),
                         ({"network": "local"}, "address")):
         resp = await post_json(pay_api, "/v1/funding-wallets/nonce", body, A)
         assert resp.status == 400, await resp.text()

@@ -23,7 +23,8 @@ FLOORS: list[set[str]] = [
      "vip.resources", "vip.token_cipher", "vip.store", "vip.chain", "vip.run_loop",
      "vip.production_secrets", "vip.readiness"},
     {"vip.indexer"},
-    {"vip.accounts", "vip.connections", "vip.transactions", "vip.reports", "vip.payments", "vip.webhooks"},
+    {"vip.accounts", "vip.connections", "vip.transactions", "vip.reports", "vip.payments", "vip.webhooks",
+     "vip.personas"},
     {"vip.api"},
     {"vip.daemon", "vip.cli", "vip.devstack", "vip.testing", "vip.client"},
 ]

@@ -12,6 +12,8 @@ import sys
 import pytest
 
 from tests.support.webhooks import PRODUCTION_SECRETS
+from vip.api.app import create_app
+from vip.api.context import SETTINGS
 from vip.config import DEV_TOKEN_KEY, load_settings
 from vip.devstack.anvil import DEV_PRIVATE_KEYS
 from vip.production_secrets import production_secret_problems
@@ -105,3 +107,49 @@ def test_the_token_key_ring_is_validated():
     for bad in (f"a:{key},a:{key}", f"bad id:{key}", f"{key},", "k:short"):
         with pytest.raises(ValueError):
             settings({"VIP_TOKEN_KEY": bad})
+
+
+def test_the_api_needs_no_operator_key_and_refuses_one(tmp_path):
+    """The operator key is the daemon's alone: `vip serve` starts without it where `vip index` needs it,
+    and production refuses an API given one (a compromised API process must hold nothing that signs)."""
+    prod = {**RPC, **PRODUCTION_SECRETS}
+    disbursing = f'[networks.base]\ndisbursement_contract = "{CONTRACT}"\n'
+    keyless = settings(prod, disbursing, tmp_path)
+    assert keyless.disburses and production_secret_problems(keyless, "serve") == []
+    [problem] = production_secret_problems(keyless, "index")
+    assert problem.startswith("VIP_OPERATOR_KEY is unset")
+
+    keyed = settings({**prod, "VIP_OPERATOR_KEY": OWN_OPERATOR_KEY}, disbursing, tmp_path)
+    assert production_secret_problems(keyed, "index") == []
+    [problem] = production_secret_problems(keyed, "serve")
+    assert problem.startswith("VIP_OPERATOR_KEY") and "`vip index` only" in problem
+    keystore = settings(prod, disbursing + '[disbursement]\noperator_keystore = "/k.json"\n', tmp_path)
+    assert len(production_secret_problems(keystore, "serve")) == 1
+
+    done = run("serve", {**prod, "VIP_OPERATOR_KEY": OWN_OPERATOR_KEY})
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 2 and "VIP_OPERATOR_KEY" in line and "never signs" in line
+    assert OWN_OPERATOR_KEY not in done.stderr
+
+
+def test_the_api_application_holds_no_operator_key():
+    """Even in development (where `vip serve` only warns), the application drops the key it is given."""
+    keyed = settings({**RPC, "VIP_OPERATOR_KEY": OWN_OPERATOR_KEY})
+    assert keyed.disbursement.operator_private_key is not None
+    app = create_app(keyed, UNREACHABLE_DATABASE)
+    assert app[SETTINGS].disbursement.operator_private_key is None
+    assert not app[SETTINGS].operator_key_given and app[SETTINGS].disbursement.operator_keystore is None
+
+
+@pytest.mark.parametrize("command", ["serve", "index"])
+def test_production_refuses_http_webhooks(command, tmp_path):
+    """`webhooks.allow_http` turns the SSRF guard off (decision 105): local development only."""
+    overlay = tmp_path / "http.toml"
+    overlay.write_text("[webhooks]\nallow_http = true\n")
+    prod = {**RPC, **PRODUCTION_SECRETS}
+    [problem] = production_secret_problems(settings(prod, overlay.read_text(), tmp_path), command)
+    assert problem.startswith("webhooks.allow_http is true")
+    done = run(command, {**prod, "VIP_CONFIG": str(overlay)})
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 2 and "webhooks.allow_http" in line and "VIP_TOKEN_KEY" not in line
+    assert production_secret_problems(settings(prod), command) == []

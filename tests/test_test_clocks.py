@@ -112,3 +112,24 @@ async def test_a_users_vip_is_made_at_its_clocks_time_whatever_the_chain_does(ap
     moved = await vip()
     assert [p["period"] for p in moved["unverified_periods"]] == ["2026-03", "2026-04"]
     assert (moved["status"], moved["periods_verified"]) == ("unverified", 0)
+
+
+async def test_personas_are_listed_and_refused_with_clear_errors(api: ApiHarness, aiohttp_client,
+                                                                session_chain, database_url, engine):
+    status, body = await call(api, "GET", "/v1/dev/personas")
+    assert status == 200
+    names = {p["name"] for p in body["personas"]}
+    assert {"steady_salaried", "variable_gig", "new_job", "partially_verified", "wrong_wallet", "wash_trader",
+            "self_funded_salary", "thin_file"} <= names
+    status, body = await call(api, "POST", "/v1/dev/personas", {"persona": "millionaire"})
+    assert status == 400 and "steady_salaried" in body["error"]["details"]["persona"]
+    status, body = await call(api, "POST", "/v1/dev/personas",
+                              {"persona": "steady_salaried", "network": "base"})
+    # The test stack configures no network called base: unknown, 400 (a configured real one is 422).
+    assert (status, body["error"]["code"]) == (400, "ERR_VALIDATION")
+    assert "network" in body["error"]["details"]
+    network = local_network(session_chain.node.rpc_url, session_chain.node.chain_id, session_chain.contracts)
+    production = indexer_settings(network.model_copy(update={"local": False}))
+    async with checked_api(aiohttp_client, production, database_url, engine) as prod:
+        status, body = await call(prod, "POST", "/v1/dev/personas", {"persona": "steady_salaried"})
+        assert status == 422 and body["error"]["code"] == "ERR_TEST_CLOCKS_UNAVAILABLE"

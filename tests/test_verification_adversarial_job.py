@@ -120,6 +120,9 @@ async def test_every_strategy_and_look_alike_through_the_job(engine: AsyncEngine
         assert vip["status"] == case.expected_status, case.family
         for flag in vip["fraud_flags"]:
             evidence = flag["evidence"]
+            if evidence is None:  # a round trip with the named payer (decision 134): the run is the evidence
+                assert flag["fraud_type"] == "wash_trade", case.family
+                continue
             assert evidence["rule"] == "funding_trace" and evidence["self_funded_share"] > 0.5
             path = evidence["path"]
             assert path[0]["from_address"] in case.wallets and path[-1]["to_address"] in case.wallets

@@ -34,7 +34,7 @@ from vip.verification.model import (
     Transfer,
 )
 from vip.verification.pipeline import Platform, Wallet, verify, vip_report
-from vip.verification.profile import figures, lookback_periods, population_stdev
+from vip.verification.profile import figures, lookback_periods, population_stdev, vip_periods
 from vip.verification.scoring import (
     ScoreInputs,
     adverse_action_reasons,
@@ -165,6 +165,32 @@ def test_a_refund_or_a_repaid_loan_is_not_a_pass_through():
     shop = addr(7)
     refund = [c.t(ME, shop, 250 * USDC, T0), c.t(shop, ME, 250 * USDC, T0 + timedelta(days=2))]
     assert find_wash_trades(ME, refund, WashTradeConfig()) == set()
+
+
+def test_own_money_back_from_a_payer_a_record_names_is_a_wash_whatever_the_payer_does_meanwhile():
+    """Decision 134: the user pays the payer, the payer pays the same back within the window as the
+    salary a record claims: a round trip with one counterparty, however busy that payer is with strangers
+    in between (its other traffic cannot make the user's money income). Unclaimed, it stays a refund."""
+    c = Chain()
+    payer = addr(9)
+    out = c.t(ME, payer, 4000 * USDC, T0)
+    business = [c.t(addr(100 + i), payer, 1500 * USDC, T0 + timedelta(hours=3 + 6 * i)) for i in range(8)]
+    business += [c.t(payer, addr(200 + i), 1400 * USDC, T0 + timedelta(hours=5 + 6 * i)) for i in range(8)]
+    back = c.t(payer, ME, 4000 * USDC, T0 + timedelta(days=4))
+    mine = [out, back]
+    assert find_wash_trades(ME, mine, WashTradeConfig(), claimable={back.key}) == {out.key, back.key}
+    assert find_wash_trades(ME, mine, WashTradeConfig()) == set()
+    # A fee to the payroll provider before the salary is not a round trip: the net is the salary.
+    fee = c.t(ME, payer, 150 * USDC, T0 + timedelta(days=5))
+    salary = c.t(payer, ME, 4000 * USDC, T0 + timedelta(days=5, hours=1))
+    assert find_wash_trades(ME, [fee, salary], WashTradeConfig(), claimable={salary.key}) == set()
+    # Through the pipeline: the record naming the payer verifies nothing.
+    d = back.timestamp.date()
+    record = IncomeRecord("paystream", "payroll", d, Decimal(4000), payer)
+    outcome = verify([Wallet("wal_1", ME, "local")], [out, *business, back], [record],
+                     [Platform("paystream", "payroll", frozenset())], [f"{d:%Y-%m}"], CONFIG)
+    assert outcome.figures.status == "unverified"
+    assert {f.transfer.key for f in outcome.findings} == {out.key, back.key}
 
 
 # --- the funding trace -------------------------------------------------------------------------------------
@@ -349,6 +375,49 @@ def test_figures():
     assert population_stdev([Decimal(2), Decimal(4), Decimal(4), Decimal(4), Decimal(5), Decimal(5),
                              Decimal(7), Decimal(9)]) == 2
     assert figures([]).status == "unverified"
+
+
+def test_vip_window_ends_with_the_current_month_once_its_payout_is_dated_on_or_before_now():
+    now = datetime(2026, 11, 25, 15, tzinfo=UTC)
+    earlier = [date(2026, m, 20) for m in range(5, 11)]
+    # A November payout dated 2026-11-20: November is in, 2026-06..2026-11.
+    assert vip_periods(now, 6, [*earlier, date(2026, 11, 20)]) == [
+        "2026-06", "2026-07", "2026-08", "2026-09", "2026-10", "2026-11"]
+    # Dated today counts ("on or before now"), whatever the hour.
+    assert vip_periods(now, 6, [date(2026, 11, 25)])[-1] == "2026-11"
+    # No November payout: the six months before, 2026-05..2026-10.
+    assert vip_periods(now, 6, earlier) == ["2026-05", "2026-06", "2026-07", "2026-08", "2026-09", "2026-10"]
+    # A payout dated 2026-11-28 is not money received yet: it does not move the window.
+    assert vip_periods(now, 6, [*earlier, date(2026, 11, 28)]) == vip_periods(now, 6, earlier)
+    # Last year's November is not this November; across the new year the window wraps.
+    assert vip_periods(now, 6, [date(2025, 11, 20)])[-1] == "2026-10"
+    assert vip_periods(datetime(2027, 1, 3, tzinfo=UTC), 3, [date(2027, 1, 2)]) == ["2026-11", "2026-12",
+                                                                                    "2027-01"]
+    assert vip_periods(datetime(2027, 1, 3, tzinfo=UTC), 3, []) == ["2026-10", "2026-11", "2026-12"]
+    # Always `months` periods.
+    assert len(vip_periods(now, 12, [date(2026, 11, 1)])) == 12
+
+
+def test_every_record_labels_its_transfer_as_income_in_or_out_of_the_window():
+    """A payout matched to any record of the user is verified_income with its payroll_match, whether or
+    not the VIP's window covers its month; only the window's periods make the figures; a self-funded
+    payout matching a record is never income (the fraud rule wins)."""
+    c = Chain()
+    days = months(6)
+    at = [datetime.combine(d, datetime.min.time(), UTC) + timedelta(hours=14) for d in days]
+    # January's "salary" is the user's own money sent to the payer an hour before.
+    own = c.t(ME, EMPLOYER, 5000 * USDC, at[0] - timedelta(hours=1))
+    pays = [c.t(EMPLOYER, ME, 5000 * USDC, moment) for moment in at]
+    outcome = run([own, *pays], salary_records(Decimal(5000), days), ["2026-05", "2026-06"])
+    assert [p.period for p in outcome.periods] == ["2026-05", "2026-06"]
+    assert outcome.figures.status == "verified" and outcome.figures.periods_requested == 2
+    labels = outcome.labels[Wallet("wal_1", ME, "local")]
+    assert labels[pays[0].key].classification == "wash_trade"
+    assert labels[pays[0].key].payroll_match is None
+    for month, pay in zip(range(2, 7), pays[1:], strict=True):
+        assert labels[pay.key].classification == "verified_income"
+        assert labels[pay.key].payroll_match == {"matched": True, "payroll_period": f"2026-0{month}",
+                                                 "origin_platform": "paystream", "match_confidence": "exact"}
 
 
 # --- cash flow and score -----------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ read back through GET /v1/vip-report, GET /v1/transactions and GET /v1/risk-scor
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -12,19 +13,24 @@ from decimal import Decimal
 
 import pytest
 from eth_account import Account
+from eth_utils import to_checksum_address
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import running_indexer, wait_synced
+from tests.support.payments import lender, post_json, register_funding_wallet
 from tests.support.platforms import load_platforms
 from tests.support.verification import USDC, Borrower, month_after, months_after, new_borrower, noon
 from tests.support.wallets import connect
+from vip.api.jsonio import loads
 from vip.clock import clock_for
 from vip.reports.worker import VipReportJob
-from vip.store.tables import vip_reports
+from vip.store.outbox import envelope
+from vip.store.tables import outbox_events, vip_reports
 from vip.verification.config import CircularFlowConfig, VerificationConfig
+from vip.webhooks.signing import encode_body
 
 DEX = "0x" + "de" * 20
 SALARY = Decimal(5000)
@@ -80,9 +86,9 @@ async def test_six_honest_salaries_verify_and_score(harness, chain):
     assert vip["income_variance"] == 0 and vip["consistency_rate"] == 1
     assert vip["verification_method"] == "deterministic_match"
     assert vip["data_source_type"] == "payroll" and vip["data_source_platform"] == "paystream"
-    assert vip["wallet_address"] == b.wallet and vip["network"] == "local"
+    assert vip["wallet_address"] == to_checksum_address(b.wallet) and vip["network"] == "local"
     assert {p["tx_hash"] for p in vip["verified_periods"]} == set(paid)
-    assert all(p["match_confidence"] == "exact" and p["origin_address"] == b.employer
+    assert all(p["match_confidence"] == "exact" and p["origin_address"] == to_checksum_address(b.employer)
                for p in vip["verified_periods"])
     assert vip["unverified_periods"] == [] and vip["fraud_flags"] == [] and vip["error_code"] is None
 
@@ -314,7 +320,8 @@ async def test_own_money_paid_back_as_salary_by_the_payer_the_records_name_is_ne
         assert flagged[back]["fraud_type"] == "circular" and evidence["rule"] == "funding_trace"
         assert evidence["self_funded_share"] == 1 and evidence["intermediaries"] == 2
         assert [step["tx_hash"] for step in evidence["path"]] == [out, hop, back]
-        assert [step["from_address"] for step in evidence["path"]] == [b.wallet, first, payer]
+        assert [step["from_address"] for step in evidence["path"]] == [
+            to_checksum_address(a) for a in (b.wallet, first, payer)]
         assert all(step["amount_usd"] == SALARY for step in evidence["path"])
     trace = vip["fraud_trace"]
     assert trace["self_funded"] == 3 and trace["fetch_cap_hit"] is False and trace["untraced"] == []
@@ -373,8 +380,9 @@ async def test_money_from_the_users_second_wallet_back_as_salary_is_a_wash(harne
     assert [p["tx_hash"] for p in vip["verified_periods"]] == [honest]
     flags = {f["tx_hash"]: f for f in vip["fraud_flags"]}
     assert set(flags) == {out, back} and {f["fraud_type"] for f in flags.values()} == {"wash_trade"}
-    assert flags[out]["wallet_address"] == second_address
-    assert [s["from_address"] for s in flags[back]["evidence"]["path"]] == [second_address, payer]
+    assert flags[out]["wallet_address"] == to_checksum_address(second_address)
+    assert [s["from_address"] for s in flags[back]["evidence"]["path"]] == [
+        to_checksum_address(a) for a in (second_address, payer)]
 
 
 async def test_rent_to_a_coworker_and_a_payroll_fee_stay_clean(harness, chain):
@@ -394,3 +402,104 @@ async def test_rent_to_a_coworker_and_a_payroll_fee_stay_clean(harness, chain):
     vip = await run_vip(b, url, lookback_months=3)
     assert vip["status"] == "verified" and vip["periods_verified"] == 3
     assert vip["fraud_flags"] == [] and vip["fraud_trace"]["self_funded"] == 0
+
+
+ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+
+
+def addresses_in(obj, path: str = "") -> list[tuple[str, str]]:
+    """Every (path, string) of `obj` that is an address (0x and 40 hex digits)."""
+    if isinstance(obj, str):
+        return [(path, obj)] if ADDRESS.fullmatch(obj) else []
+    if isinstance(obj, dict):
+        return [found for k, v in obj.items() for found in addresses_in(v, f"{path}.{k}")]
+    if isinstance(obj, list):
+        return [found for i, v in enumerate(obj) for found in addresses_in(v, f"{path}.{i}")]
+    return []
+
+
+def assert_checksummed(obj, where: str) -> int:
+    found = addresses_in(obj)
+    wrong = [(path, value) for path, value in found if value != to_checksum_address(value)]
+    assert not wrong, f"{where}: not EIP-55: {wrong[:5]}"
+    return len(found)
+
+
+async def test_this_months_paid_salary_is_in_the_window(harness, chain):
+    """Decision 130 through the real job: two days after this month's payday (dated before now on the
+    chain's clock), the six-month window ends with this month and the borrower is 6/6."""
+    api, url = harness
+    b = await new_borrower(api, chain)
+    days = months_after(b.start, 6)
+    paid = [b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(d)) for d in days]
+    b.settle(noon(days[-1]) + timedelta(days=2))
+    await b.push_records([(d, SALARY) for d in days])
+    vip = await run_vip(b, url)
+    assert vip["status"] == "verified", vip
+    assert vip["periods_requested"] == vip["periods_verified"] == 6
+    assert [p["period"] for p in vip["verified_periods"]] == [f"{d:%Y-%m}" for d in days]
+    assert [p["tx_hash"] for p in vip["verified_periods"]] == paid
+
+
+async def test_income_outside_the_window_is_labelled_self_funding_never_and_addresses_are_checksummed(
+        harness, chain):
+    """Decision 131: every payout matching a record of the user is verified_income in GET
+    /v1/transactions, also outside the VIP's window; the one the user funded is wash_trade. Decision 132:
+    every address in every response (and in the webhook payloads) is EIP-55, and the VIP's wallet
+    address is accepted back as a payment intent's recipient_wallet."""
+    api, url = harness
+    b = await new_borrower(api, chain)
+    days = months_after(b.start, 6)
+    # The first "salary" is the borrower's own money, sent to the payer two hours before it pays.
+    b.pay("USDC", b.wallet, b.employer, int(SALARY * USDC), noon(days[0]) - timedelta(hours=2))
+    paid = [b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(d)) for d in days]
+    b.settle(noon(month_after(days[-1])) + timedelta(days=1))
+    await b.push_records([(d, SALARY) for d in days])
+    vip = await run_vip(b, url, lookback_months=3)
+    assert vip["status"] == "verified" and vip["periods_verified"] == 3
+    assert [p["period"] for p in vip["verified_periods"]] == [f"{d:%Y-%m}" for d in days[3:]]
+
+    income = await txs(b, classification="verified_income")
+    assert sorted(t["tx_hash"] for t in income) == sorted(paid[1:])
+    periods = {t["tx_hash"]: t["payroll_match"]["payroll_period"] for t in income}
+    assert periods == {tx: f"{d:%Y-%m}" for tx, d in zip(paid[1:], days[1:], strict=True)}
+    washed = await txs(b, classification="wash_trade", include_filtered="true")
+    assert paid[0] in {t["tx_hash"] for t in washed}
+    flag = next(f for f in vip["fraud_flags"] if f["tx_hash"] == paid[0])
+    assert flag["evidence"]["path"], flag
+
+    # Every address the API answers is EIP-55: the VIP (wallet, origins, flags and their evidence),
+    # transactions, wallets, connections, events; and what a webhook would deliver.
+    assert vip["wallet_address"] == to_checksum_address(b.wallet) != b.wallet
+    seen = assert_checksummed(vip, "vip-report")
+    for path, params in [("/v1/transactions", {"user_id": b.user_id, "include_filtered": "true"}),
+                         ("/v1/wallets", {"user_id": b.user_id}),
+                         ("/v1/connections", {"user_id": b.user_id}),
+                         ("/v1/events", {"limit": 100}),
+                         ("/v1/risk-score", {"user_id": b.user_id})]:
+        status, body = await b.get(path, **params)
+        assert status == 200, (path, body)
+        seen += assert_checksummed(body, path)
+    async with api.engine.connect() as conn:
+        rows = (await conn.execute(select(outbox_events))).all()
+    for row in rows:
+        delivered = loads(encode_body(envelope(row)))
+        seen += assert_checksummed(delivered, f"webhook {row.type}")
+    assert seen > 20
+
+    # Fed back as it was answered (and in lower case), the VIP's wallet is a recipient.
+    funding = lender(chain, 1)
+    registered = await register_funding_wallet(api, funding)
+    assert registered.status == 201, await registered.text()
+    for recipient in (vip["wallet_address"], vip["wallet_address"].lower()):
+        resp = await post_json(api, "/v1/payment-intents", {
+            "user_id": b.user_id, "amount_usd": Decimal(100), "token": "USDC", "network": "local",
+            "recipient_wallet": recipient, "funding_wallet": funding})
+        assert resp.status == 201, await resp.text()
+        intent = (await resp.json())["payment_intent"]
+        assert intent["recipient_wallet"] == vip["wallet_address"]
+        assert_checksummed(intent, "payment intent")
+    for path in (f"/v1/payment-intents/{intent['id']}", "/v1/funding-wallets"):
+        status, body = await b.get(path)
+        assert status == 200, (path, body)
+        assert assert_checksummed(body, path) >= 1

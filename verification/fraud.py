@@ -43,16 +43,18 @@ def units(t: Transfer) -> int:
 # --- the pass-through -------------------------------------------------------------------------------------
 
 def find_wash_trades(wallet: str, transfers: Iterable[Transfer], config: WashTradeConfig,
-                     skip: Container[str] = ()) -> set[TransferKey]:
-    """Keys of the wallet's transfers that belong to a pass-through: value that came IN from a
-    counterparty and went back to it.
+                     skip: Container[str] = (), claimable: Container[TransferKey] = ()) -> set[TransferKey]:
+    """Keys of the wallet's transfers that belong to a round trip with one counterparty: value that went
+    to it and came back, net of nothing.
 
-    Per counterparty, every run of consecutive transfers between the wallet and it that starts with an
-    inbound transfer, fits in the window, has value going both ways, and whose net position
-    (|in - out|) is at most `max_net_fraction` of the mean trade size ((in + out) / count), is a wash: all
-    its transfers are flagged (both sides). A run that starts with the wallet's own payment (a purchase
-    refunded, a loan repaid) is not: the value returning was the user's; whether it may count as income is
-    the funding trace's question.
+    Per counterparty, every run of consecutive transfers between the wallet and it that fits in the
+    window, has value going both ways, and whose net position (|in - out|) is at most `max_net_fraction`
+    of the mean trade size ((in + out) / count), is a wash: all its transfers are flagged (both sides),
+    when the run starts with money coming in (a pass-through), or when it starts with the wallet's own
+    payment and ends with an inbound transfer some income record could accept (`claimable`): the user's
+    money came straight back from the payer a record names, whatever else that payer does with its own
+    money meanwhile (decision 134). A run of the wallet's own payment returned that no record claims (a
+    purchase refunded, a loan repaid) is not: it cannot verify anything (decision 122).
     """
     by_counterparty: dict[str, list[tuple[tuple[int, int], Transfer, int]]] = defaultdict(list)
     for t in transfers:
@@ -69,8 +71,7 @@ def find_wash_trades(wallet: str, transfers: Iterable[Transfer], config: WashTra
             continue
         items.sort(key=lambda item: item[0])
         for i, (_, first, first_signed) in enumerate(items):
-            if first_signed < 0:
-                continue
+            returned = first_signed < 0  # the user's own payment first: only a claimable return counts
             inflow = outflow = 0
             end = first.timestamp + window
             for j in range(i, min(len(items), i + MAX_WASH_SPAN)):
@@ -81,6 +82,8 @@ def find_wash_trades(wallet: str, transfers: Iterable[Transfer], config: WashTra
                     inflow += signed
                 else:
                     outflow -= signed
+                if returned and not (signed > 0 and t.key in claimable):
+                    continue
                 if inflow and outflow and _balanced(inflow, outflow, j - i + 1, config.max_net_fraction):
                     flagged.update(items[k][1].key for k in range(i, j + 1))
     return flagged

@@ -52,7 +52,7 @@ class Finding:
     wallet: Wallet
     transfer: Transfer
     code: str  # WASH_TRADE or CIRCULAR_FLOW
-    funding: Funding | None = None  # the trace's evidence (None: the pass-through rule)
+    funding: Funding | None = None  # the trace's evidence (None: a round trip found by the wash rule)
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,10 @@ def could_be_income(t: Transfer, records: Sequence[IncomeRecord], config: Matchi
 def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Sequence[IncomeRecord],
            platforms: Sequence[Platform], periods: Sequence[str], config: VerificationConfig, *,
            known: Mapping[str, Collection[str]] | None = None, capped: Collection[str] = ()) -> Outcome:
-    """`transfers`: every indexed transfer of the window that touches the wallets or the addresses fetched
-    for the funding trace. `known`: per network, the addresses whose history in the window is complete
+    """`periods`: the VIP's window (its figures); `records`: every inbound income record of the user (all of
+    them label the transfers they match, in the window or not). `transfers`: every indexed transfer from
+    the earliest of those (less the matching and trace windows) that touches the wallets or the addresses
+    fetched for the funding trace. `known`: per network, the addresses whose history in the window is complete
     (None: every address `transfers` mentions); `capped`: networks where the trace's fetch hit its cap."""
     by_network: dict[str, list[Transfer]] = defaultdict(list)
     for t in transfers:
@@ -105,7 +107,8 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
         r.from_reference for r in records if r.from_reference)
     trace_config = config.funding_trace
     flags: dict[tuple[str, TransferKey], set[str]] = defaultdict(set)  # (wallet address, key) -> codes
-    evidence: dict[tuple[str, TransferKey], Funding] = {}
+    # The trace's evidence, per flag it raised: a transfer the wash rule also flags carries none for that.
+    evidence: dict[tuple[str, TransferKey, str], Funding] = {}
     own: dict[Wallet, list[Transfer]] = {}
     inflows: list[Transfer] = []
     traced = self_funded = 0
@@ -115,20 +118,21 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
         home = frozenset(w.address for w in mine)
         everything = by_network.get(network, [])
         touching = [t for t in everything if t.from_address in home or t.to_address in home]
+        arriving = sorted((t for t in touching if t.to_address in home and t.from_address not in home),
+                          key=lambda t: t.order)
+        candidates = {t.key for t in arriving if could_be_income(t, records, config.matching)}
         for w in mine:
             own[w] = [t for t in touching if w.address in (t.from_address, t.to_address)]
             # Between two of the user's wallets is neither: it is the same person's money.
             for key in find_wash_trades(w.address, own[w], config.wash_trade,
-                                        skip=home | set(config.dex_addresses.get(network, ()))):
+                                        skip=home | set(config.dex_addresses.get(network, ())),
+                                        claimable=candidates):
                 flags[(w.address, key)].add(WASH_TRADE)
-        arriving = sorted((t for t in touching if t.to_address in home and t.from_address not in home),
-                          key=lambda t: t.order)
         ledger = FundingLedger(everything, trace_config.max_pieces)
         network_known = None if known is None else frozenset(known.get(network, ())) | home
         # Two accountings of the same money, the larger share counts: last in first out (money passed
         # on at once, through hubs too) for every inbound transfer, and the pool (money that stopped over
         # while other money arrived) for those that could pass for income.
-        candidates = {t.key for t in arriving if could_be_income(t, records, config.matching)}
         pool = FundingPool(everything, home, trace_config, network_known,
                            payers={t.from_address for t in arriving if t.key in candidates})
         for t in arriving:
@@ -149,25 +153,32 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
             # The inbound transfer and every payment of the user's wallets found in it.
             for side in [(t.to_address, t.key), *((o.from_address, o.key) for o in funding.origins)]:
                 flags[side].add(code)
-                evidence[side] = funding
+                evidence[(*side, code)] = funding
         inflows += arriving
     flagged_keys: dict[TransferKey, tuple[str, ...]] = {}
     for (_, key), codes in flags.items():
         flagged_keys[key] = tuple(sorted(set(flagged_keys.get(key, ())) | codes))
 
-    results = match_income(periods, records, inflows, flagged_keys, config.matching)
+    # Every record of the user is matched, not only the window's (decision 131): a transfer paying a
+    # record is verified income whichever VIP window it falls in; the window's periods make the figures.
+    window = set(periods)
+    every_period = sorted(window | {r.period for r in records})
+    matched = {r.period: r for r in match_income(every_period, records, inflows, flagged_keys,
+                                                 config.matching)}
+    results = [matched[p] for p in periods]
     income: dict[TransferKey, dict[str, Any]] = {}
     platform_hits: Counter[str] = Counter()
     received_by: Counter[str] = Counter()
-    for result in results:
+    for result in matched.values():
         for m in result.records:
             if m.transfer is None:
                 continue
             income[m.transfer.key] = {"matched": True, "payroll_period": result.period,
                                       "origin_platform": m.record.platform,
                                       "match_confidence": m.confidence}
-            platform_hits[m.record.platform] += 1
-            received_by[m.transfer.to_address] += m.transfer.amount
+            if result.period in window:
+                platform_hits[m.record.platform] += 1
+                received_by[m.transfer.to_address] += m.transfer.amount
 
     labels: dict[Wallet, dict[TransferKey, Label]] = {}
     findings: list[Finding] = []
@@ -177,7 +188,7 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
         labels[w] = classify(w.address, items, home=home, fraud={k: v for k, v in view.items() if v},
                              income=income, whitelisted=whitelisted,
                              dex=set(config.dex_addresses.get(w.network, ())))
-        findings.extend(Finding(w, t, code, evidence.get((w.address, t.key)))
+        findings.extend(Finding(w, t, code, evidence.get((w.address, t.key, code)))
                         for t in items for code in view[t.key])
     findings.sort(key=lambda f: (f.transfer.timestamp, f.transfer.order, f.wallet.address, f.code))
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from vip.verification.matching import PeriodResult
@@ -14,17 +14,33 @@ RATE_PLACES = Decimal("0.0001")
 USD_PLACES = Decimal("0.000001")
 
 
-def lookback_periods(now: datetime, months: int) -> list[str]:
-    """The `months` complete calendar months before `now`'s month, oldest first (YYYY-MM). The current
-    month is left out: its payout may simply not be due yet."""
-    year, month = now.year, now.month
+def months_ending(year: int, month: int, months: int) -> list[str]:
+    """The `months` calendar months ending with (year, month), oldest first (YYYY-MM)."""
     periods = []
     for _ in range(months):
+        periods.append(f"{year:04d}-{month:02d}")
         month -= 1
         if month == 0:
             year, month = year - 1, 12
-        periods.append(f"{year:04d}-{month:02d}")
     return periods[::-1]
+
+
+def lookback_periods(now: datetime, months: int) -> list[str]:
+    """The `months` complete calendar months before `now`'s month, oldest first (YYYY-MM)."""
+    year, month = (now.year, now.month - 1) if now.month > 1 else (now.year - 1, 12)
+    return months_ending(year, month, months)
+
+
+def vip_periods(now: datetime, months: int, payout_dates: Iterable[date]) -> list[str]:
+    """The VIP's window (decision 130): the `months` calendar months ending with `now`'s month when the
+    platform records hold a payout dated in that month on or before `now` (the salary of this month is
+    already paid: a lender expects to see it), else ending with the month before. A record dated after
+    `now` (a payout announced for later this month) does not count: it is not money received yet.
+    `now` is the service clock (UTC); the count is always `months`."""
+    today = now.astimezone(UTC).date() if now.tzinfo is not None else now.date()
+    if any(d.year == today.year and d.month == today.month and d <= today for d in payout_dates):
+        return months_ending(today.year, today.month, months)
+    return lookback_periods(datetime(today.year, today.month, today.day), months)
 
 
 def longest_streak(flags: Sequence[bool]) -> int:

@@ -8,12 +8,15 @@ from typing import Annotated
 from aiohttp import web
 from pydantic import Field, WithJsonSchema, model_validator
 
-from vip.api.context import SETTINGS, requires
+from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
 from vip.api.jsonio import iso, json_response
+from vip.api.routes.test_clocks import refuse_outside_development
 from vip.api.validation import NOT_BLANK, Body, read_body
 from vip.chain import time_travel
 from vip.chain.rpc import RpcError
 from vip.errors import ChainUnavailable, Unprocessable, ValidationFailed
+from vip.personas.builder import build_persona
+from vip.personas.catalogue import PERSONAS, Persona
 
 routes = web.RouteTableDef()
 MOMENT = {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "integer", "minimum": 0},
@@ -78,3 +81,52 @@ async def travel(request: web.Request) -> web.Response:
                           "head": head_json(moved.after),
                           "advanced_seconds": moved.after.timestamp - moved.before.timestamp,
                           "blocks_mined": moved.after.number - moved.before.number})
+
+
+class CreatePersona(Body):
+    """A preset borrower, played on a local network: six months of on-chain money and the payroll
+    platform's records, on a test clock of its own (see GET /v1/dev/personas for the catalogue)."""
+
+    persona: str = Field(min_length=1, max_length=50, description="A persona's name (GET /v1/dev/personas)")
+    network: str = Field(default="local", min_length=1, pattern=NOT_BLANK, max_length=50,
+                         description="A network marked local = true")
+
+
+def persona_json(persona: Persona) -> dict:
+    return {"name": persona.name, "summary": persona.summary,
+            "expected": {"status": persona.status, "periods_verified": persona.periods_verified,
+                         "recommendation": persona.recommendation, "fraud_flags": sorted(persona.flags)}}
+
+
+@routes.get("/v1/dev/personas")
+@requires("read")
+async def list_personas(request: web.Request) -> web.Response:
+    refuse_outside_development(request.app[SETTINGS])
+    return json_response({"personas": [persona_json(p) for p in PERSONAS.values()]})
+
+
+@routes.post("/v1/dev/personas")
+@requires("write")
+async def create_persona(request: web.Request) -> web.Response:
+    settings = request.app[SETTINGS]
+    refuse_outside_development(settings)
+    body = await read_body(request, CreatePersona)
+    persona = PERSONAS.get(body.persona)
+    if persona is None:
+        raise ValidationFailed(f"unknown persona {body.persona}",
+                               {"persona": f"one of: {', '.join(PERSONAS)}"})
+    try:
+        built = await build_persona(request.app[ENGINE], request.app[CLOCK], settings,
+                                    principal(request).organisation_id, persona, body.network)
+    except time_travel.UnknownNetwork as exc:
+        raise ValidationFailed(f"unknown network {body.network}",
+                               {"network": "not a network of this service"}) from exc
+    except time_travel.TimeTravelRefused as exc:
+        raise Unprocessable(f"personas are played on local development networks only: {exc.reason}",
+                            {"network": body.network}, code=exc.code) from exc
+    except RpcError as exc:
+        raise ChainUnavailable(f"the network's RPC refused or did not answer: {exc.message[:200]}",
+                               {"network": body.network}) from exc
+    return json_response({"persona": {**persona_json(persona), "user_id": built.user_id,
+                                      "test_clock": built.test_clock, "frozen_time": iso(built.frozen_time),
+                                      "wallets": built.wallets}}, status=201)

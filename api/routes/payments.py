@@ -1,26 +1,24 @@
-"""POST/GET /v1/payment-intents, POST/GET /v1/charges: stage a disbursement, then execute it once."""
+"""POST/GET /v1/payment-intents, POST/GET /v1/charges: stage a disbursement, then have the daemon execute
+it once (the API holds no operator key)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from decimal import Context, Decimal
 from typing import Annotated, Any
 
 from aiohttp import web
-from eth_utils import is_checksum_address
 from pydantic import Field, WithJsonSchema, field_validator
 
 from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
 from vip.api.jsonio import json_response
 from vip.api.validation import Body, read_body
+from vip.formats import address_in
 from vip.payments import service
-from vip.payments.charges import ChargeExecutor
 from vip.payments.rules import CHARGE_PENDING
 from vip.payments.shapes import charge_json, intent_json
 
 routes = web.RouteTableDef()
 
-EXECUTOR = web.AppKey("charge_executor", ChargeExecutor)
 ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}$"
 # What the amount's validators below accept: a JSON number (pydantic's own schema would allow strings).
 AMOUNT_SCHEMA = {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 10**31, "multipleOf": 0.000001}
@@ -34,9 +32,8 @@ def _amount(value: Any) -> Any:
 
 
 def _checksummed(value: str) -> str:
-    if not is_checksum_address(value):
-        raise ValueError("must be a checksummed (EIP-55) address")
-    return value
+    # Any case; mixed case must be a right EIP-55 checksum (decision 132). Given on in EIP-55 form.
+    return address_in(value)
 
 
 class CreatePaymentIntent(Body):
@@ -46,7 +43,8 @@ class CreatePaymentIntent(Body):
     token: str = Field(default="USDC", pattern=r"^(USDC|USDT)$")
     network: str = Field(min_length=1, max_length=50)
     recipient_wallet: str = Field(pattern=ADDRESS_PATTERN,
-                                  description="An active connected wallet of the user on the network")
+                                  description="An active connected wallet of the user on the network "
+                                              "(any case; mixed case must be EIP-55 checksummed)")
     funding_wallet: str | None = Field(default=None, pattern=ADDRESS_PATTERN,
                                        description="The lender's wallet that approves; default: the "
                                                    "organisation's default funding wallet")
@@ -114,7 +112,7 @@ async def get_payment_intent(request: web.Request) -> web.Response:
 async def create_charge(request: web.Request) -> web.Response:
     body = await read_body(request, CreateCharge)
     charge, intent = await service.create_charge(
-        request.app[ENGINE], request.app[CLOCK], request.app[SETTINGS], request.app.get(EXECUTOR),
+        request.app[ENGINE], request.app[CLOCK], request.app[SETTINGS],
         organisation_id=principal(request).organisation_id, intent_id=body.payment_intent_id,
         approval_tx_hash=body.approval_tx_hash)
     status = 202 if charge.status == CHARGE_PENDING else 201
@@ -128,10 +126,3 @@ async def get_charge(request: web.Request) -> web.Response:
                                               request.match_info["charge_id"])
     return json_response({"charge": charge_json(charge, intent)})
 
-
-async def disbursement_resources(app: web.Application) -> AsyncIterator[None]:
-    """The charge executor of POST /v1/charges, when an operator key is set."""
-    async with service.charge_executor(app[SETTINGS], app[ENGINE], app[CLOCK]) as executor:
-        if executor is not None:
-            app[EXECUTOR] = executor
-        yield

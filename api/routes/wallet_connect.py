@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Annotated
 
 from aiohttp import web
-from eth_utils import is_checksum_address
 from pydantic import Field, StringConstraints, field_validator
 
 from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
 from vip.api.jsonio import iso, json_response
 from vip.api.validation import NOT_BLANK, Body, read_body
-from vip.connections import wallet_signin
+from vip.connections import siwe, wallet_signin
 from vip.connections.resource import connection_json
 from vip.connections.siwe import MAX_MESSAGE_CHARS
 from vip.errors import ValidationFailed
+from vip.formats import address_in
 
 routes = web.RouteTableDef()
 
@@ -33,11 +33,7 @@ class ConnectWallet(Body):
     @field_validator("address")
     @classmethod
     def _address(cls, value: str) -> str:
-        digits = value[2:]
-        mixed_case = digits not in (digits.lower(), digits.upper())
-        if mixed_case and not is_checksum_address(value):
-            raise ValueError("mixed-case address with an invalid EIP-55 checksum")
-        return value
+        return address_in(value)
 
 
 @routes.get("/v1/connect/wallet/nonce")
@@ -47,10 +43,9 @@ async def wallet_nonce(request: web.Request) -> web.Response:
     if not 1 <= len(user_id) <= 100:
         raise ValidationFailed("the X-User-Id header is required",
                                {"X-User-Id": "required, 1 to 100 characters"})
-    nonce = await wallet_signin.issue_nonce(request.app[ENGINE], request.app[CLOCK],
-                                            principal(request).organisation_id, user_id)
+    nonce = await wallet_signin.issue_nonce(request.app[ENGINE], principal(request).organisation_id, user_id)
     return json_response({"nonce": nonce.value, "issued_at": iso(nonce.issued_at),
-                          "expires_at": iso(nonce.expires_at)})
+                          "expires_at": iso(nonce.expires_at), "statement": siwe.STATEMENT})
 
 
 @routes.post("/v1/connect/wallet")

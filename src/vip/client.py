@@ -4,6 +4,7 @@ would. Used by `vip dev`'s demo, the pytest plugin (`vip.testing`) and integrato
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -66,6 +67,24 @@ class VipClient:
     def delete(self, path: str) -> ApiResponse:
         return self.request("DELETE", path)
 
+    def create_persona(self, name: str, network: str = LOCAL_NETWORK) -> dict:
+        """A preset borrower on a development stack (POST /v1/dev/personas): its user id, wallets, test
+        clock and the outcome it must produce."""
+        resp = self.post("/v1/dev/personas", {"persona": name, "network": network})
+        assert resp.status == 201, resp.body
+        return resp.body["persona"]
+
+    def wait_for_vip(self, user_id: str, timeout_s: float = 180.0, **params: Any) -> dict:
+        """The user's VIP once the daemon has made it (GET /v1/vip-report until it is not pending)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            resp = self.get("/v1/vip-report", user_id=user_id, **params)
+            assert resp.status in (200, 202), resp.body
+            if resp.body["vip_report"]["status"] != "pending":
+                return resp.body["vip_report"]
+            assert time.monotonic() < deadline, f"the VIP of {user_id} is still pending after {timeout_s} s"
+            time.sleep(0.5)
+
     def create_user(self, **body: Any) -> dict:
         resp = self.post("/v1/users", body)
         assert resp.status == 201, resp.body
@@ -82,7 +101,7 @@ class VipClient:
         message = SiweMessage(
             domain=domain, address=account.address, uri=f"http://{domain}/", version="1",
             chain_id=chain_id, nonce=nonce.body["nonce"],
-            statement="Connect this wallet to verify my income.",
+            statement=nonce.body["statement"],  # the service's, word for word
             issued_at=ISO8601Datetime.from_datetime(issued_at),
         ).prepare_message()
         signature = "0x" + Account.sign_message(encode_defunct(text=message), account.key).signature.hex()

@@ -170,12 +170,16 @@ class IndexerConfig(_Strict):
 class DisbursementConfig(_Strict):
     """Payment intents and charges. The operator key comes from $VIP_OPERATOR_KEY or from a keystore
     file (`operator_keystore`) with its password in $VIP_OPERATOR_KEYSTORE_PASSWORD; both are SecretStr
-    so they never appear in a repr or a log."""
+    so they never appear in a repr or a log. Only the daemon (`vip index`) reads them: the API never
+    signs (`vip serve` drops them, `without_operator`)."""
 
     intent_ttl_s: int = Field(default=1800, ge=60)
     max_amount_usd: Decimal = Field(default=Decimal(1_000_000), gt=0)
-    # POST /v1/charges waits this long for the receipt, then answers 202 and the daemon finishes.
+    # POST /v1/charges waits this long for the daemon to settle the charge, then answers 202 (pending).
     charge_wait_s: float = Field(default=20.0, ge=0)
+    # A daemon executing charges beats every third of this; the API answers 503 ERR_DISBURSEMENT_UNAVAILABLE
+    # for a network no daemon has beaten for this long (none runs with the operator key).
+    executor_stale_s: float = Field(default=15.0, gt=0)
     # A broadcast transaction neither mined nor known to the node after this long is replaced (same nonce).
     replace_after_s: float = Field(default=60.0, gt=0)
     # A transaction the node forgot this soon after broadcast may not have reached the node we asked
@@ -185,19 +189,12 @@ class DisbursementConfig(_Strict):
     fee_bump_percent: int = Field(default=25, ge=10)
     # Cap on maxFeePerGas, in gwei: a fee spike leaves the charge pending rather than overpaying.
     max_fee_gwei: Decimal = Field(default=Decimal(500), gt=0)
-    # The executor's lease on a charge; another process takes the charge over after it lapses.
+    # A daemon's lease on a charge it executes; another daemon takes the charge over after it lapses.
     lease_s: float = Field(default=60.0, gt=0)
     poll_interval_s: float = Field(default=2.0, gt=0)
     operator_private_key: SecretStr | None = None
     operator_keystore: str | None = None
     operator_keystore_password: SecretStr | None = None
-
-    @model_validator(mode="after")
-    def _lease_outlives_the_wait(self) -> DisbursementConfig:
-        # The API holds a charge's lease while it waits; a shorter lease would let a daemon start on it.
-        if self.lease_s <= self.charge_wait_s:
-            raise ValueError("lease_s must be longer than charge_wait_s")
-        return self
 # --- webhooks (issue 6) ---
 class WebhookConfig(_Strict):
     """Delivery of events to lenders' endpoints. The retry schedule is the spec's (vip.webhooks.schedule)."""
@@ -355,6 +352,19 @@ class Settings(_Strict):
 
     def network(self, name: str) -> NetworkConfig:
         return self.networks[name]
+
+    def without_operator(self) -> Settings:
+        """These settings with no operator key, keystore or password: what the API runs with, so that
+        even a compromised API process holds nothing that signs (the daemon executes every charge)."""
+        disbursement = self.disbursement.model_copy(update={
+            "operator_private_key": None, "operator_keystore": None, "operator_keystore_password": None})
+        return self.model_copy(update={"disbursement": disbursement})
+
+    @property
+    def operator_key_given(self) -> bool:
+        """An operator key or keystore password reached these settings (from the environment)."""
+        d = self.disbursement
+        return d.operator_private_key is not None or d.operator_keystore_password is not None
 
 
 def deep_merge(base: dict, overlay: Mapping) -> dict:

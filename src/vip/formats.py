@@ -1,14 +1,18 @@
-"""How times and amounts are written wherever the service shows them (API bodies, webhook payloads):
-ISO 8601 UTC with a Z, USD with at most 6 decimals, token amounts exact for any uint256."""
+"""How times, amounts and addresses are written wherever the service shows them (API bodies, webhook
+payloads): ISO 8601 UTC with a Z, USD with at most 6 decimals, token amounts exact for any uint256,
+addresses EIP-55 checksummed (stored lower-case); and how an address is read from a client."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime
 from decimal import Context, Decimal
+from functools import lru_cache
 from typing import Any
 
 import orjson
 import simplejson
+from eth_hash.auto import keccak
 
 USD_PLACES = Decimal("0.000001")
 
@@ -66,3 +70,62 @@ def dumps(obj: Any) -> str:
 def loads(text: str | bytes) -> Any:
     # Numbers with a fraction become Decimal, so client amounts are never rounded through a float.
     return simplejson.loads(text, use_decimal=True)
+
+
+# --- addresses ---------------------------------------------------------------------------------------
+
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}")
+# Lender-owned objects given back as they were sent (a payment intent's `metadata`): never rewritten.
+VERBATIM_KEYS = frozenset({"metadata"})
+
+
+@lru_cache(maxsize=65536)
+def checksummed(address: str) -> str:
+    """EIP-55 form of a 0x address in any case. Same result as eth_utils' `to_checksum_address`, about
+    15 times cheaper and cached: a page shows 100 addresses, mostly the same few."""
+    body = address[2:].lower()
+    digest = keccak(body.encode()).hex()
+    return "0x" + "".join(c.upper() if d in "89abcdef" else c for c, d in zip(body, digest, strict=False))
+
+
+def address_in(value: str) -> str:
+    """An address a client sent, in its EIP-55 form: all lower-case, all upper-case hex digits or
+    checksummed are accepted; mixed case is a checksum and must be right (decision 132). Raises
+    ValueError (a 400 through the request models) otherwise."""
+    if not isinstance(value, str) or not _ADDRESS.fullmatch(value):
+        raise ValueError("must be an address: 0x and 40 hex digits")
+    digits = value[2:]
+    if digits not in (digits.lower(), digits.upper()) and checksummed(value) != value:
+        raise ValueError("mixed-case address with a wrong EIP-55 checksum (send it checksummed, or all "
+                         "lower-case)")
+    return checksummed(value)
+
+
+def checksum_addresses(obj: Any) -> Any:
+    """`obj` with every string that is an address (0x and 40 hex digits, exactly) in its EIP-55 form: the
+    one place API bodies and webhook payloads get their addresses' case (decision 132). Transaction
+    hashes (64 digits) are not addresses; what a lender sent as `metadata` is left as it is."""
+    if isinstance(obj, str):
+        return _address_out(obj)
+    if isinstance(obj, dict):
+        return {k: v if k in VERBATIM_KEYS else _value(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_value(v) for v in obj]
+    return obj
+
+
+def _address_out(text: str) -> str:
+    return checksummed(text) if len(text) == 42 and _ADDRESS.fullmatch(text) else text
+
+
+def _value(v: Any) -> Any:
+    # Exact type checks first: this runs over every value of every response.
+    kind = type(v)
+    if kind is str:
+        return checksummed(v) if len(v) == 42 and _ADDRESS.fullmatch(v) else v
+    if kind in _SCALARS:
+        return v
+    return checksum_addresses(v)
+
+
+_SCALARS = frozenset({int, bool, float, Decimal, type(None)})

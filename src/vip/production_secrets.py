@@ -1,5 +1,6 @@
-"""Which secrets a production start refuses: missing ones, and the public development values that a
-development stack runs with (`vip serve` and `vip index` exit 2 naming each variable)."""
+"""What a production start refuses: missing secrets, the public development values that a development
+stack runs with, an operator key given to the API (which never signs), and development-only settings
+(`vip serve` and `vip index` exit 2 naming each)."""
 
 from __future__ import annotations
 
@@ -28,12 +29,17 @@ DEV_OPERATOR_ADDRESSES = frozenset({
 })
 
 
-def production_secret_problems(settings: Settings) -> list[str]:
-    """Each secret that is missing or a public development value, naming its variable; empty in a
-    development stack (Settings.is_development) or when every secret is set."""
+def production_secret_problems(settings: Settings, command: str = "index") -> list[str]:
+    """Each secret that is missing or a public development value, naming its variable, for `command`
+    (`serve` or `index`); empty in a development stack (Settings.is_development) or when all is well.
+    The operator key belongs to the daemon alone: `index` needs it where a followed network disburses,
+    `serve` refuses it (a compromised API process must hold nothing that signs)."""
     if settings.is_development:
         return []
     problems = []
+    if settings.webhooks.allow_http:
+        problems.append("webhooks.allow_http is true (http and inward webhook URLs are for local "
+                        "development only)")
     dev_key = decode_key(DEV_TOKEN_KEY)
     if any(key == dev_key for _, key in parse_keyring(settings.api.token_key.get_secret_value())):
         problems.append(f"{ENV_TOKEN_KEY} is unset or holds the public development key")
@@ -44,7 +50,12 @@ def production_secret_problems(settings: Settings) -> list[str]:
     token = settings.api.metrics_token
     if token is not None and len(token.get_secret_value()) < MIN_STATE_SECRET_CHARS:
         problems.append(f"{ENV_METRICS_TOKEN} is shorter than {MIN_STATE_SECRET_CHARS} characters")
-    if settings.disburses:
+    if command == "serve":
+        if settings.operator_key_given or settings.disbursement.operator_keystore is not None:
+            problems.append(f"{ENV_OPERATOR_KEY} (or disbursement.operator_keystore, "
+                            f"{ENV_OPERATOR_KEYSTORE_PASSWORD}) is set for the API, which never signs: give "
+                            "the operator key to `vip index` only")
+    elif settings.disburses:
         d = settings.disbursement
         if d.operator_private_key is not None:
             try:

@@ -10,7 +10,8 @@ It is registered through the `pytest11` entry point, so installing the package i
 
 The stack is `vip dev --no-demo` in a subprocess with its own temporary data directory and free ports
 (DATABASE_URL and VIP_CONFIG of the calling environment are ignored, so a test session never touches
-another database). Fixtures: `vip_stack` (session), `vip_client`, `vip_accounts` (session).
+another database). Fixtures: `vip_stack` (session), `vip_client`, `vip_accounts` (session), `vip_persona`
+(a preset borrower by name: docs/personas.md).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,6 +129,13 @@ def vip_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VipStack]:
 def vip_client(vip_stack: VipStack) -> VipClient:
     """A client of the stack's API with an all-scopes key of the demo organisation."""
     return VipClient(vip_stack.base_url, vip_stack.api_key)
+
+
+@pytest.fixture
+def vip_persona(vip_client: VipClient) -> Callable[[str], dict]:
+    """Make a preset borrower: `vip_persona("steady_salaried")` returns its user id, wallets, test clock
+    and `expected` outcome (GET /v1/dev/personas lists them; docs/personas.md describes each)."""
+    return vip_client.create_persona
 
 
 @pytest.fixture(scope="session")

@@ -1,10 +1,12 @@
-"""Disbursement in tests: an API with an operator key, lenders that approve from Anvil dev accounts,
-borrowers with connected wallets, and on-chain balances as ground truth."""
+"""Disbursement in tests: an API (which holds no operator key) beside a charge daemon that does, lenders
+that approve from Anvil dev accounts, borrowers with connected wallets, and on-chain balances as ground
+truth."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from decimal import Decimal
@@ -21,7 +23,11 @@ from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.wallets import connect
 from vip.api.jsonio import dumps
 from vip.chain.contracts import DISBURSED_TOPIC, contract_at, organisation_key
+from vip.chain.rpc import RpcClient
+from vip.clock import ChainClock
 from vip.config import DisbursementConfig, Settings
+from vip.payments.charges import ChargeExecutor
+from vip.payments.worker import ChargeCompleter
 from vip.store.tables import organisations, outbox_events, payment_intents
 
 _BALANCE_OF = function_signature_to_4byte_selector("balanceOf(address)")
@@ -166,12 +172,57 @@ async def daemon(settings: Settings, database_url: str):
 
 
 @asynccontextmanager
-async def payments_api(aiohttp_client, database_url: str, engine, driver: ChainDriver, **overrides):
-    """The real app with an operator key on the driver's chain; every response checked against the
+async def charge_daemon(settings: Settings, engine) -> AsyncIterator[ChargeCompleter]:
+    """The daemon's charge executor on `settings` (operator key included) in this process: it announces
+    itself, wakes on every new charge and runs until the block ends."""
+    network = settings.network("local")
+    rpc = RpcClient("local", network.rpc_url, settings.rpc)  # type: ignore[arg-type]
+    clock = ChainClock(network.rpc_url)  # type: ignore[arg-type]
+    operator = Account.from_key(settings.disbursement.operator_private_key.get_secret_value())
+    config = settings.disbursement
+    completer = ChargeCompleter(ChargeExecutor(settings, engine, {"local": rpc}, operator, clock), engine,
+                                config.poll_interval_s, config.lease_s, config.executor_stale_s)
+    stop = asyncio.Event()
+    task = asyncio.create_task(completer.run(stop))
+    try:
+        await asyncio.wait_for(completer.listening.wait(), 30)
+        await asyncio.wait_for(completer.announced.wait(), 30)
+        yield completer
+    finally:
+        stop.set()
+        await task
+        await rpc.close()
+        await clock.close()
+
+
+@asynccontextmanager
+async def payments_api(aiohttp_client, database_url: str, engine, driver: ChainDriver, *,
+                       executor: bool = True, **overrides):
+    """The real app on the driver's chain (it drops the operator key the settings carry), and, unless
+    `executor` is False, a charge daemon with that key beside it; every response checked against the
     OpenAPI document."""
-    async with checked_api(aiohttp_client, disbursement_settings(driver, **overrides), database_url,
-                           engine) as harness:
-        yield harness
+    settings = disbursement_settings(driver, **overrides)
+    async with checked_api(aiohttp_client, settings, database_url, engine) as harness:
+        if not executor:
+            yield harness
+            return
+        async with charge_daemon(settings, engine):
+            yield harness
+
+
+async def wait_charge_settled(api: ApiHarness, charge_id: str, org: str = "acme",
+                              timeout_s: float = 60.0) -> dict:
+    """GET /v1/charges/{id} until the daemon settled it (how a lender follows a 202)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        resp = await api.client.get(f"/v1/charges/{charge_id}", headers=await api.headers(org))
+        assert resp.status == 200, await resp.text()
+        charge = (await resp.json())["charge"]
+        if charge["status"] != "pending":
+            return charge
+        if time.monotonic() > deadline:
+            raise AssertionError(f"charge {charge_id} still pending after {timeout_s}s")
+        await asyncio.sleep(0.05)
 
 
 async def event_types(api: ApiHarness) -> list[tuple[str, str]]:

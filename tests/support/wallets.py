@@ -11,6 +11,7 @@ from eth_account.signers.local import LocalAccount
 from siwe import ISO8601Datetime, SiweMessage
 
 from tests.support.api import ApiHarness
+from vip.connections.siwe import STATEMENT
 from vip.devstack.anvil import AnvilNode
 
 # Minimal ERC-1271 wallets as raw runtime code: PUSH4 <value> PUSH1 0xe0 SHL PUSH1 0 MSTORE
@@ -27,7 +28,7 @@ def siwe_text(address: str, nonce: str, *, domain: str, chain_id: int, issued_at
               expiration_time: datetime | None = None) -> str:
     return SiweMessage(
         domain=domain, address=address, uri=f"http://{domain}/", version="1", chain_id=chain_id,
-        nonce=nonce, statement="Connect this wallet to verify my income.",
+        nonce=nonce, statement=STATEMENT,
         issued_at=ISO8601Datetime.from_datetime(issued_at),
         expiration_time=ISO8601Datetime.from_datetime(expiration_time) if expiration_time else None,
     ).prepare_message()

@@ -1,5 +1,5 @@
-"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, listen, trigger, secrets,
-time-travel."""
+"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, listen, trigger,
+funding-wallets, secrets, time-travel."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from vip.chain import time_travel
 from vip.chain.rpc import RpcError
 from vip.cli.dev_stack import DEFAULT_DATA_DIR, with_dev_stack
 from vip.cli.errors import explain, shown_database
+from vip.cli.funding_wallets import add_funding_wallets_parser, run_funding_wallets_command
 from vip.cli.listen import add_listen_parser, run_listen
 from vip.cli.secrets import add_secrets_parser, run_secrets_command
 from vip.cli.trigger import add_trigger_parser, run_trigger
@@ -80,7 +81,7 @@ def no_networks_error(settings: Settings, command: str) -> str | None:
 def secrets_error(settings: Settings, command: str) -> str | None:
     """Why `command` must not start in production (no network marked local): a secret is missing or is
     a public development value. None when every secret is set, or in a development stack."""
-    problems = production_secret_problems(settings)
+    problems = production_secret_problems(settings, command)
     if not problems:
         return None
     return (f"vip {command}: refusing to start in production (no network is marked local): "
@@ -110,6 +111,10 @@ def cmd_index(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     if refuses_to_start(settings, args):
         return 2
+    if settings.operator_key_given:
+        print("vip serve: ignoring the operator key in the environment: the API never signs, `vip index` "
+              "executes charges", file=sys.stderr)
+    settings = settings.without_operator()
     url = database_url(settings)
     migrate(url)
     host, port = args.host or settings.api.host, args.port or settings.api.port
@@ -129,7 +134,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
     return run_dev(Path(args.data_dir), Path(args.state_file) if args.state_file else None,
                    args.anvil_port, args.api_port, args.metrics_port, demo=not args.no_demo,
-                   configured_database_url=settings.database_url, reset=args.reset)
+                   configured_database_url=settings.database_url, reset=args.reset, personas=args.persona)
 
 
 def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
@@ -192,6 +197,10 @@ def cmd_webhooks(settings: Settings, args: argparse.Namespace) -> int:
     # In a `vip dev` checkout the stack's overlays apply (local development: http endpoint URLs).
     settings = with_dev_stack(settings)
     return asyncio.run(run_webhooks_command(settings, database_url(settings), args))
+
+
+def cmd_funding_wallets(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(run_funding_wallets_command(settings, database_url(settings), args))
 
 
 def cmd_secrets(settings: Settings, args: argparse.Namespace) -> int:
@@ -290,6 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--anvil-port", type=int, default=8545, help="the local chain's JSON-RPC port")
     dev.add_argument("--api-port", type=int, default=8080, help="the API's port")
     dev.add_argument("--metrics-port", type=int, default=9464, help="the indexer daemon's /metrics port")
+    dev.add_argument("--persona", action="append", metavar="NAME",
+                     help="also make this preset borrower (repeatable; docs/personas.md lists them)")
     dev.add_argument("--reset", action="store_true",
                      help="throw the data directory away first (database, chain, demo borrowers, dev key)")
     dev.add_argument("--no-demo", action="store_true",
@@ -327,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys_parser.set_defaults(func=cmd_keys)
 
     add_webhooks_parser(sub).set_defaults(func=cmd_webhooks)
+    add_funding_wallets_parser(sub).set_defaults(func=cmd_funding_wallets)
     add_listen_parser(sub).set_defaults(func=run_listen)
     add_trigger_parser(sub).set_defaults(func=run_trigger)
     add_secrets_parser(sub).set_defaults(func=cmd_secrets)

@@ -10,16 +10,15 @@ from datetime import date
 from decimal import ROUND_DOWN, Decimal, InvalidOperation
 from typing import Annotated, Any
 
-from eth_utils import is_checksum_address
 from pydantic import AfterValidator
+
+from vip.formats import address_in
 
 MAX_AMOUNT = Decimal("1000000000000000")  # 10^15: far above any income, far below NUMERIC(38,6)
 MICRO = Decimal("0.000001")
 _DECIMAL_TEXT = re.compile(r"^[0-9]{1,16}(\.[0-9]{1,30})?$")
 _DAY = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 _CURRENCY = re.compile(r"^[A-Z][A-Z0-9]{1,9}$")
-_HEX_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
-_SINGLE_CASE = re.compile(r"^([0-9a-f]{40}|[0-9A-F]{40})$")
 
 
 def check_amount(value: Any, *, allow_text: bool = False) -> Decimal:
@@ -63,11 +62,11 @@ def check_reference(value: str) -> str:
     """An origin: a 0x address (20 bytes; EIP-55 checksum if mixed-case), stored lower-case, or another
     non-empty reference."""
     if value[:2].lower() == "0x":
-        if not _HEX_ADDRESS.match(value) or (not _SINGLE_CASE.match(value[2:])
-                                             and not is_checksum_address(value)):
+        try:
+            return address_in(value).lower()
+        except ValueError as exc:
             raise ValueError("looks like an address but is not one: 0x and 40 hex digits, with a valid "
-                             "EIP-55 checksum if mixed-case")
-        return value.lower()
+                             "EIP-55 checksum if mixed-case") from exc
     if not value:
         raise ValueError("must not be empty")
     return value

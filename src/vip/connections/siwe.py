@@ -1,10 +1,12 @@
 """Sign-In with Ethereum (EIP-4361) checks for wallet connections, on top of the `siwe` library.
 
 The library parses the message and checks domain, chain id, expiry and the signature (EOA recovery, or
-ERC-1271 / ERC-6492 through a web3 provider). We add the address, the issued-at time and the URI, which
+ERC-1271 / ERC-6492 through a web3 provider). We add the address, the issued-at time, the URI, which
 must be on this service's origin (the library leaves it unchecked: a message signed for another site's
-URI under our domain would pass). It does not track nonces: the caller does that against
-`wallet_nonces` (the nonce must be the user's own), in the transaction that creates the connection.
+URI under our domain would pass), and the statement, which is ours (`STATEMENT`, handed out with every
+nonce): a wallet must have been shown what we say it signs in for, not a text of someone else's
+choosing. It does not track nonces: the caller does that against `wallet_nonces` (the nonce must be
+the user's own), in the transaction that creates the connection.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from web3.exceptions import Web3Exception
 
 from vip.errors import ChainUnavailable, Unprocessable, ValidationFailed
 
+# The one statement a sign-in may carry, word for word: what the borrower's wallet shows them.
+STATEMENT = "Connect this wallet to verify my income."
 # Clients stamp Issued At with their own clock; allow that much drift ahead of the service clock.
 ISSUED_AT_SKEW = timedelta(minutes=5)
 MAX_MESSAGE_CHARS = 8192
@@ -77,6 +81,10 @@ async def verify_message(message: siwe.SiweMessage, signature: str, *, address: 
     if (uri.scheme.lower(), uri.netloc.lower()) != (scheme.lower(), domain.lower()):
         raise refused("ERR_URI_MISMATCH", "the message's URI is not on this service's origin",
                       {"uri": str(message.uri), "expected_origin": f"{scheme}://{domain}"})
+    if message.statement != STATEMENT:
+        raise refused("ERR_STATEMENT_MISMATCH", "the message's statement is not the one this service issues "
+                      "with the nonce (GET /v1/connect/wallet/nonce, `statement`), word for word",
+                      {"statement": message.statement, "expected_statement": STATEMENT})
 
 
 def _verify_sync(message: siwe.SiweMessage, signature: str, *, domain: str, scheme: str, chain_id: int,

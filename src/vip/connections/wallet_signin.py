@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,6 +30,10 @@ LOOKBACK = timedelta(days=365)  # a new wallet's history is backfilled 12 months
 EVENT_CREATED = "connection.wallet.created"
 
 
+def wall_clock_now() -> datetime:
+    return datetime.now(UTC)
+
+
 @dataclass(frozen=True)
 class Nonce:
     value: str
@@ -49,12 +53,14 @@ class SignIn:
     provider: str
 
 
-async def issue_nonce(engine: AsyncEngine, clock: Clock, organisation_id: str, user_id: str) -> Nonce:
+async def issue_nonce(engine: AsyncEngine, organisation_id: str, user_id: str) -> Nonce:
     """A new single-use nonce for the user's next sign-in (expired ones past retention are pruned).
 
-    `issued_at` is the service clock's now: the client stamps the message's Issued At with it (on a
-    local chain the service clock follows the chain, which may be far from the client's own clock)."""
-    now = await clock.now()
+    A sign-in happens in the signer's world, not the chain's: `issued_at`, the nonce's lifetime and the
+    message's times are checked against the wall clock (a dApp stamps Issued At with the browser's clock,
+    while a development chain's time may be months away from it). Business time (the connection's
+    dates) stays the service clock's."""
+    now = wall_clock_now()
     nonce = secrets.token_hex(16)
     async with engine.begin() as conn:
         await load_user(conn, organisation_id, user_id)
@@ -98,25 +104,36 @@ async def connect_wallet(engine: AsyncEngine, clock: Clock, settings: Settings, 
         await load_user(conn, organisation_id, sign_in.user_id)
     message = parse_message(sign_in.message)
     now = await clock.now()
+    signed = wall_clock_now()  # the message's times and the nonce's lifetime: the signer's clock
     base = urlsplit(settings.api.public_base_url)
     # Signature checks may call the RPC: done before the transaction, which then stays short.
     await verify_message(message, sign_in.signature, address=sign_in.address,
                          domain=base.netloc.rsplit("@")[-1], scheme=base.scheme, chain_id=network.chain_id,
-                         now=now, rpc_url=network.rpc_url, rpc_timeout_s=settings.rpc.timeout_s)
-    address = sign_in.address.lower()
+                         now=signed, rpc_url=network.rpc_url, rpc_timeout_s=settings.rpc.timeout_s)
     async with engine.begin() as conn:
         # The nonce is spent by any successful sign-in, a reconnect included, so it can never be replayed.
-        await _use_nonce(conn, message.nonce, organisation_id, sign_in.user_id, now)
-        await store.lock_wallet_address(conn, network.name, address)
-        existing = await store.active_wallet(conn, sign_in.user_id, network.name, address)
-        if existing is not None:
-            return existing, False
-        row = await store.insert_wallet_connection(
-            conn, organisation_id=organisation_id, user_id=sign_in.user_id, provider=sign_in.provider,
-            network=network.name, address=address, now=now)
-        if row is None:  # a racing sign-in of the same user connected it first
-            return await store.active_wallet(conn, sign_in.user_id, network.name, address), False
-        await add_watched_address(conn, network.name, address, "wallet", start_time=now - LOOKBACK)
-        await record_event(conn, EVENT_CREATED, connection_json(row), created_at=now,
-                           organisation_id=organisation_id)
+        await _use_nonce(conn, message.nonce, organisation_id, sign_in.user_id, signed)
+        return await record_wallet_connection(conn, organisation_id=organisation_id, user_id=sign_in.user_id,
+                                              provider=sign_in.provider, network=network.name,
+                                              address=sign_in.address, now=now)
+
+
+async def record_wallet_connection(conn: AsyncConnection, *, organisation_id: str, user_id: str,
+                                   provider: str, network: str, address: str,
+                                   now: datetime) -> tuple[Row[Any], bool]:
+    """Store a wallet whose control was proven (a sign-in, or a development persona whose address the
+    service made up), watch and backfill it, announce it: (the connection, True), or (the user's active
+    connection to this address, False)."""
+    address = address.lower()
+    await store.lock_wallet_address(conn, network, address)
+    existing = await store.active_wallet(conn, user_id, network, address)
+    if existing is not None:
+        return existing, False
+    row = await store.insert_wallet_connection(conn, organisation_id=organisation_id, user_id=user_id,
+                                               provider=provider, network=network, address=address, now=now)
+    if row is None:  # a racing sign-in of the same user connected it first
+        return await store.active_wallet(conn, user_id, network, address), False
+    await add_watched_address(conn, network, address, "wallet", start_time=now - LOOKBACK)
+    await record_event(conn, EVENT_CREATED, connection_json(row), created_at=now,
+                       organisation_id=organisation_id)
     return row, True

@@ -27,6 +27,7 @@ from vip.devstack.console import vip_console_script
 from vip.devstack.demo import demo_calls, demo_outcome, seed_demo
 from vip.devstack.deploy import LocalContracts, deploy_local_contracts
 from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
+from vip.personas.catalogue import PERSONAS
 from vip.store.engine import create_engine, migrate
 
 LOCAL_NETWORK = "local"
@@ -131,12 +132,15 @@ def wait_http(url: str, timeout_s: float, proc: subprocess.Popen | None = None) 
 
 def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: int,
             metrics_port: int, demo: bool = True, configured_database_url: str | None = None,
-            reset: bool = False) -> int:
+            reset: bool = False, personas: list[str] | None = None) -> int:
     """Start everything, print where it is, block until Ctrl-C, then stop everything cleanly. The database
     is `configured_database_url` (the settings' DATABASE_URL) when given, else an embedded one. `reset`
     first throws the data directory away (embedded database, chain, demo, dev key): a fresh start."""
     # Ports first: a busy one may be a stack running on this very data directory, which a reset must not pull
     # from under it.
+    unknown = sorted(set(personas or []) - set(PERSONAS))
+    if unknown:
+        raise ConfigError(f"unknown persona {', '.join(unknown)}: one of {', '.join(PERSONAS)}")
     refuse_busy_ports({"--anvil-port": anvil_port, "--api-port": api_port, "--metrics-port": metrics_port})
     if reset:
         reset_data_dir(data_dir, configured_database_url)
@@ -163,15 +167,16 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
         env = dict(os.environ)
         env[ENV_DATABASE_URL] = database_url
         env[ENV_CONFIG_FILES] = os.pathsep.join([str(local_config), str(overlay)])
-        # The contract's operator: a funded Anvil dev account, handed to the children in their environment.
-        env.setdefault(ENV_OPERATOR_KEY, dev_keys(node).operator)
+        # The contract's operator: a funded Anvil dev account, handed to the daemon alone in its environment
+        # (the API never signs; it holds no key).
+        operator_key = env.pop(ENV_OPERATOR_KEY, None) or dev_keys(node).operator
         settings = load_settings(environ=env)
         vip = [vip_console_script()]
         logs = data_dir / "logs"
         logs.mkdir(exist_ok=True)
-        for role in ("index", "serve"):
+        for role, role_env in (("index", {**env, ENV_OPERATOR_KEY: operator_key}), ("serve", env)):
             out = (logs / f"{role}.log").open("ab")
-            children.append(subprocess.Popen([*vip, role], env=env, stdout=out,
+            children.append(subprocess.Popen([*vip, role], env=role_env, stdout=out,
                                              stderr=subprocess.STDOUT))
         wait_http(f"http://127.0.0.1:{metrics_port}/healthz", 60, children[0])
         wait_http(f"{base_url}/healthz", 60, children[1])
@@ -214,6 +219,13 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
   api        {base_url}/readyz, reference {base_url}/docs, log {logs / 'serve.log'}
   api key    {api_key} (organisation "{DEV_ORGANISATION}", all scopes)
   state      {state_file or '(pass --state-file PATH to write one)'}""", flush=True)
+        for name in personas or []:
+            made = VipClient(base_url, api_key).create_persona(name)
+            expected = made["expected"]
+            print(f"\npersona {name}: user {made['user_id']}, wallet {made['wallets']['borrower']}, "
+                  f"test clock {made['test_clock']} at {made['frozen_time']}; expected {expected['status']}, "
+                  f"{expected['periods_verified']}/6 months, {expected['recommendation'] or 'no score'}",
+                  flush=True)
         for borrower in borrowers:
             print(f"\ndemo borrower {borrower.name} ({borrower.user_id}, wallet {borrower.wallet}):"
                   f" {borrower.story}")

@@ -5,6 +5,10 @@ The wallet signs the message the service issued (EIP-191 `personal_sign`). A key
 recovered; any other signature is checked with the wallet's ERC-1271 `isValidSignature` on the network the
 nonce names, so contract wallets (multisigs, smart accounts) register the same way. An address belongs to
 at most one organisation (the table's primary key), whoever asks first with a valid proof.
+
+An organisation may name one of its registered funding wallets as its default (used by an intent that
+names none) and remove one no open intent of its own names; the wallet's row lock orders a removal
+against the intents being created with it (`lock_funding_wallet`).
 """
 
 from __future__ import annotations
@@ -21,17 +25,18 @@ from eth_abi import encode
 from eth_account import Account
 from eth_account.messages import defunct_hash_message, encode_defunct
 from eth_utils import function_signature_to_4byte_selector, to_checksum_address
-from sqlalchemy import Row, delete, select
+from sqlalchemy import Row, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vip.chain.contracts import ERC1271_MAGIC
 from vip.chain.rpc import RpcClient, RpcError
 from vip.clock import Clock
 from vip.config import Settings
-from vip.errors import ChainUnavailable, Conflict, Unprocessable, ValidationFailed
+from vip.errors import ChainUnavailable, Conflict, NotFound, Unprocessable, ValidationFailed
 from vip.formats import iso
-from vip.store.tables import funding_wallet_nonces, funding_wallets
+from vip.payments import rules
+from vip.store.tables import funding_wallet_nonces, funding_wallets, organisations, payment_intents
 
 log = structlog.get_logger(__name__)
 
@@ -126,11 +131,95 @@ async def register(engine: AsyncEngine, clock: Clock, settings: Settings, *, org
     return existing, False
 
 
-async def list_wallets(engine: AsyncEngine, organisation_id: str) -> list[Row[Any]]:
+async def list_wallets(engine: AsyncEngine, organisation_id: str) -> tuple[list[Row[Any]], str | None]:
+    """The organisation's funding wallets, oldest first, and its default one (lowercase) or None."""
     async with engine.connect() as conn:
-        return list((await conn.execute(select(funding_wallets).where(
-            funding_wallets.c.organisation_id == organisation_id).order_by(
-            funding_wallets.c.registered_at, funding_wallets.c.address))).all())
+        return await wallets_of(conn, organisation_id), await default_of(conn, organisation_id)
+
+
+async def default_wallet(engine: AsyncEngine, organisation_id: str) -> str | None:
+    async with engine.connect() as conn:
+        return await default_of(conn, organisation_id)
+
+
+async def wallets_of(conn: AsyncConnection, organisation_id: str) -> list[Row[Any]]:
+    return list((await conn.execute(select(funding_wallets).where(
+        funding_wallets.c.organisation_id == organisation_id).order_by(
+        funding_wallets.c.registered_at, funding_wallets.c.address))).all())
+
+
+async def default_of(conn: AsyncConnection, organisation_id: str) -> str | None:
+    return await conn.scalar(select(organisations.c.default_funding_wallet)
+                             .where(organisations.c.id == organisation_id))
+
+
+async def lock_funding_wallet(conn: AsyncConnection, address: str, *, exclusive: bool = False):
+    """The registration of `address` (lowercase), row-locked until the transaction ends: shared by
+    whoever relies on it staying registered (an intent being created, a default being set), exclusive
+    for its removal; None when it is not registered."""
+    query = select(funding_wallets).where(funding_wallets.c.address == address)
+    query = query.with_for_update() if exclusive else query.with_for_update(read=True)
+    return (await conn.execute(query)).first()
+
+
+def _not_registered(address: str) -> NotFound:
+    # The same answer whether the wallet is unknown or another organisation's (decision 104).
+    return NotFound("no funding wallet with this address is registered to this organisation",
+                    {"address": to_checksum_address(address)})
+
+
+async def set_default(conn: AsyncConnection, organisation_id: str, address: str) -> Row[Any]:
+    """Make a registered funding wallet of the organisation its default (what an intent naming no
+    funding wallet uses). Returns the registration."""
+    address = address.lower()
+    row = await lock_funding_wallet(conn, address)
+    if row is None or row.organisation_id != organisation_id:
+        raise _not_registered(address)
+    await conn.execute(update(organisations).where(organisations.c.id == organisation_id)
+                       .values(default_funding_wallet=address))
+    log.info("default funding wallet set", organisation_id=organisation_id, address=address)
+    return row
+
+
+async def open_intents_naming(conn: AsyncConnection, organisation_id: str, address: str,
+                              limit: int = 10) -> list[str]:
+    """Ids of the organisation's intents naming the funding wallet that may still pay (waiting for their
+    approval, or confirmed and not yet settled: a pending charge included), oldest first."""
+    return list((await conn.scalars(select(payment_intents.c.id).where(
+        payment_intents.c.organisation_id == organisation_id, payment_intents.c.funding_wallet == address,
+        payment_intents.c.status.in_((rules.PENDING_APPROVAL, rules.APPROVAL_CONFIRMED)),
+    ).order_by(payment_intents.c.seq).limit(limit))).all())
+
+
+async def remove(conn: AsyncConnection, organisation_id: str, address: str) -> Row[Any]:
+    """Remove a funding wallet of the organisation (its default too, if it was); refused with 409
+    ERR_FUNDING_WALLET_IN_USE while an open intent of the organisation names it. Returns the removed
+    registration. Afterwards the address may be registered again, by any organisation, with a new proof."""
+    address = address.lower()
+    row = await lock_funding_wallet(conn, address, exclusive=True)
+    if row is None or row.organisation_id != organisation_id:
+        raise _not_registered(address)
+    open_ids = await open_intents_naming(conn, organisation_id, address)
+    if open_ids:
+        raise Conflict("open payment intents name this funding wallet: let them settle or expire first",
+                       {"address": to_checksum_address(address), "payment_intent_ids": open_ids},
+                       code="ERR_FUNDING_WALLET_IN_USE")
+    await conn.execute(update(organisations).where(
+        organisations.c.id == organisation_id, organisations.c.default_funding_wallet == address,
+    ).values(default_funding_wallet=None))
+    await conn.execute(delete(funding_wallets).where(funding_wallets.c.address == address))
+    log.info("funding wallet removed", organisation_id=organisation_id, address=address)
+    return row
+
+
+async def set_default_wallet(engine: AsyncEngine, organisation_id: str, address: str) -> Row[Any]:
+    async with engine.begin() as conn:
+        return await set_default(conn, organisation_id, address)
+
+
+async def remove_wallet(engine: AsyncEngine, organisation_id: str, address: str) -> Row[Any]:
+    async with engine.begin() as conn:
+        return await remove(conn, organisation_id, address)
 
 
 async def _verify(settings: Settings, network: str, address: str, message: str, signature: str) -> str:

@@ -1,14 +1,18 @@
-"""Payment operations of the API, one function each: create and read an intent, create (and execute)
-and read a charge; and the charge executor the API runs charges with.
+"""Payment operations of the API, one function each: create and read an intent, create (and await)
+and read a charge. The API holds no operator key and never signs: a charge is recorded here, pending
+and due, and executed by a daemon (`worker.ChargeCompleter`, the only executor); the request waits up
+to `charge_wait_s` for the daemon to settle it.
 
-Exactly once: this module owns the guarantee that an intent is paid at most once, whatever the
-clients, processes and crashes do. It rests on three locks, each closing what the one before leaves open:
+Exactly once: this module and the daemon's claim own the guarantee that an intent is paid at most once,
+whatever the clients, processes and crashes do. It rests on three locks, each closing what the one
+before leaves open:
 1. One charge per intent. `create_charge` takes the intent's row lock (FOR UPDATE), so concurrent
    requests for one intent run one at a time and every later one sees the first one's charge and is
    refused (409 ERR_ALREADY_CHARGED); the unique column `charges.payment_intent_id` is the backstop.
-2. One executor per charge at a time. The charge is inserted leased to its request (`store.insert_charge`);
-   the daemon takes only charges whose lease lapsed (`store.claim_due_charges`), and each executor pass
-   (`charges.ChargeExecutor`) finds every transaction recorded before it was sent (`disburser.Disburser`).
+2. One executor per charge at a time. Only daemons execute charges, each after taking the charge's lease
+   (`store.claim_due_charges`: FOR UPDATE SKIP LOCKED, then a lease on the database clock); each pass
+   (`charges.ChargeExecutor`) finds every transaction recorded before it was sent (`disburser.Disburser`),
+   so a daemon that takes over a lapsed lease continues the dead one's transaction, never a new one.
 3. The contract. disburse() pulls through the intent's organisation's spender only (an approval given
    for another organisation moves nothing), and refuses an intent id it has paid; the id is derived
    from the intent (`rules.chain_intent_id`), so every retry of every process names the same intent,
@@ -18,8 +22,7 @@ clients, processes and crashes do. It rests on three locks, each closing what th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -33,17 +36,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vip.accounts.users import load_user
 from vip.chain.contracts import spender_of
-from vip.chain.operator import OperatorKeyMissing, load_operator
-from vip.chain.rpc import RpcClient
 from vip.clock import Clock
-from vip.config import DisbursementConfig, Settings
+from vip.config import Settings
 from vip.errors import ApiError, Conflict, NotFound, Unprocessable
 from vip.ids import new_id
 from vip.indexer.store import add_watched_address
 from vip.payments import rules, store
-from vip.payments.charges import ChargeExecutor
 
 log = structlog.get_logger(__name__)
+
+SETTLE_POLL_FIRST_S = 0.05
+SETTLE_POLL_MAX_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -106,13 +109,13 @@ async def get_intent(engine: AsyncEngine, organisation_id: str, intent_id: str) 
     return row
 
 
-async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings,
-                        executor: ChargeExecutor | None, *, organisation_id: str, intent_id: str,
-                        approval_tx_hash: str) -> tuple[Row[Any], Row[Any]]:
-    """Charge a confirmed intent once (see the module docstring), run the charge for up to
-    `charge_wait_s`, and return it (pending if its transaction is not mined yet) with its intent."""
+async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings, *, organisation_id: str,
+                        intent_id: str, approval_tx_hash: str) -> tuple[Row[Any], Row[Any]]:
+    """Charge a confirmed intent once (see the module docstring): record the charge for the daemon, wait
+    up to `charge_wait_s` for it to settle, and return it (pending if it has not) with its intent."""
     now = await clock.now()
     approval = approval_tx_hash.lower()
+    config = settings.disbursement
     try:
         async with engine.begin() as conn:
             # The intent's row lock serialises every charge request for it: one wins, the rest see it.
@@ -124,17 +127,18 @@ async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings,
                 raise rules.approval_not_confirmed(
                     "approval_tx_hash is not a confirmed approval of this payment intent",
                     {"approval_tx_hash": approval_tx_hash})
-            if executor is None:
-                raise ApiError("disbursement is not available: no operator key is configured", {},
+            if await store.live_executor(conn, intent.network, config.executor_stale_s) is None:
+                raise ApiError(f"disbursement is not available on {intent.network}: no daemon with the "
+                               "operator key is running", {"network": intent.network},
                                code="ERR_DISBURSEMENT_UNAVAILABLE", status=503)
             charge = await store.insert_charge(conn, {
                 "id": new_id("ch"), "organisation_id": organisation_id, "payment_intent_id": intent.id,
                 "network": intent.network, "approval_tx_hash": approval, "created_at": now,
-            }, settings.disbursement.lease_s)
+            })
     except IntegrityError as exc:  # unreachable while the row lock holds; the unique column is the backstop
         raise Conflict("this payment intent has already been charged",
                        {"payment_intent_id": intent_id}, code="ERR_ALREADY_CHARGED") from exc
-    await _execute(engine, executor, charge.id, settings.disbursement)
+    await _await_settlement(engine, charge.id, config.charge_wait_s)
     async with engine.connect() as conn:
         charge = await store.load_charge(conn, charge.id)
         return charge, await store.load_intent(conn, charge.payment_intent_id)
@@ -145,21 +149,21 @@ async def _is_intent_approval(conn: AsyncConnection, intent: Row[Any], tx_hash: 
     return tx_hash == intent.approval_tx_hash or await store.is_indexed_approval(conn, intent, tx_hash)
 
 
-async def _execute(engine: AsyncEngine, executor: ChargeExecutor, charge_id: str,
-                   config: DisbursementConfig) -> None:
-    """Run the charge now, within the request; whatever happens, hand it to the daemon afterwards.
-    Shielded: a client that hangs up does not cut a charge off between signing and recording."""
-    async def run() -> None:
-        try:
-            await executor.advance(charge_id, config.charge_wait_s)
-        except Exception:
-            log.exception("charge execution failed in the request; the daemon will finish it",
-                          charge_id=charge_id)
-        finally:
-            async with engine.begin() as conn:
-                await store.release_charge(conn, charge_id, config.poll_interval_s)
-
-    await asyncio.shield(asyncio.ensure_future(run()))
+async def _await_settlement(engine: AsyncEngine, charge_id: str, wait_s: float) -> None:
+    """Until the daemon settles the charge or `wait_s` passes. Reads the row (a primary-key lookup) at
+    growing intervals, from SETTLE_POLL_FIRST_S up to SETTLE_POLL_MAX_S: a settled charge is seen within
+    one interval, and a long wait costs a few queries a second."""
+    deadline = time.monotonic() + wait_s
+    interval = SETTLE_POLL_FIRST_S
+    while True:
+        async with engine.connect() as conn:
+            if await store.charge_status(conn, charge_id) != rules.CHARGE_PENDING:
+                return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        await asyncio.sleep(min(interval, left))
+        interval = min(interval * 2, SETTLE_POLL_MAX_S)
 
 
 async def get_charge(engine: AsyncEngine, organisation_id: str, charge_id: str) -> tuple[Row[Any], Row[Any]]:
@@ -169,26 +173,3 @@ async def get_charge(engine: AsyncEngine, organisation_id: str, charge_id: str) 
         if charge is None:
             raise NotFound(f"no charge {charge_id}", {"charge_id": charge_id})
         return charge, await store.load_intent(conn, charge.payment_intent_id)
-
-
-@asynccontextmanager
-async def charge_executor(settings: Settings, engine: AsyncEngine,
-                          clock: Clock) -> AsyncIterator[ChargeExecutor | None]:
-    """The executor of the API's charges (operator key, one RPC client per disbursing network), or None
-    when no operator key is set (then creating a charge answers 503)."""
-    networks = [n for n in settings.enabled_networks() if n.disbursement_contract]
-    rpcs = {n.name: RpcClient(n.name, n.rpc_url, settings.rpc) for n in networks}  # type: ignore[arg-type]
-    executor = None
-    try:
-        operator = load_operator(settings.disbursement)
-    except OperatorKeyMissing as exc:
-        if networks:
-            log.warning("POST /v1/charges answers 503", reason=str(exc))
-    else:
-        if networks:
-            executor = ChargeExecutor(settings, engine, rpcs, operator, clock)
-    try:
-        yield executor
-    finally:
-        for rpc in rpcs.values():
-            await rpc.close()

@@ -8,7 +8,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Interval, and_, bindparam, func, select, update
+from sqlalchemy import Interval, and_, bindparam, delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip import metrics
@@ -16,6 +17,7 @@ from vip.payments import rules
 from vip.payments.shapes import charge_json, intent_json
 from vip.store.outbox import record_event
 from vip.store.tables import (
+    charge_executors,
     charges,
     connections,
     funding_wallets,
@@ -23,6 +25,9 @@ from vip.store.tables import (
     payment_intents,
     token_approvals,
 )
+
+CHARGE_DUE_CHANNEL = "vip_charge_due"  # payload: the charge id; sent at the commit of a new charge
+
 
 # --- reads ---------------------------------------------------------------------------------------------
 
@@ -55,8 +60,10 @@ async def default_funding_wallet(conn: AsyncConnection, organisation_id: str) ->
 
 
 async def funding_wallet(conn: AsyncConnection, address: str):
-    """The registration of a funding wallet (lowercase address), or None."""
-    return (await conn.execute(select(funding_wallets).where(funding_wallets.c.address == address))).first()
+    """The registration of a funding wallet (lowercase address), or None; share-locked until the
+    transaction ends, so the wallet cannot be removed under an intent being created with it."""
+    return (await conn.execute(select(funding_wallets).where(funding_wallets.c.address == address)
+                               .with_for_update(read=True))).first()
 
 
 async def is_connected_wallet(conn: AsyncConnection, user_id: str, network: str, address: str) -> bool:
@@ -182,12 +189,18 @@ def _db_now_plus(seconds: float):
     return func.now() + bindparam(None, timedelta(seconds=seconds), type_=Interval())
 
 
-async def insert_charge(conn: AsyncConnection, values: dict[str, Any], lease_s: float):
-    """A new pending charge, leased to its creator so no daemon starts on it meanwhile."""
-    return (await conn.execute(charges.insert().values(
-        **values, status=rules.CHARGE_PENDING,
-        locked_until=_db_now_plus(lease_s),
+async def insert_charge(conn: AsyncConnection, values: dict[str, Any]):
+    """A new pending charge, due now and leased to nobody, and the daemons' wake-up: NOTIFY is delivered
+    at the commit (never for a rolled-back insert), so an idle daemon claims it at once."""
+    row = (await conn.execute(charges.insert().values(
+        **values, status=rules.CHARGE_PENDING, locked_until=None, next_attempt_at=func.now(),
     ).returning(*charges.c))).one()
+    await conn.execute(select(func.pg_notify(CHARGE_DUE_CHANNEL, row.id)))
+    return row
+
+
+async def charge_status(conn: AsyncConnection, charge_id: str) -> str | None:
+    return await conn.scalar(select(charges.c.status).where(charges.c.id == charge_id))
 
 
 async def claim_charge(conn: AsyncConnection, charge_id: str, lease_s: float) -> bool:
@@ -243,3 +256,28 @@ async def finish_charge(conn: AsyncConnection, charge_id: str, *, succeeded: boo
 async def oldest_pending_charge(conn: AsyncConnection) -> datetime | None:
     return await conn.scalar(select(func.min(charges.c.requested_at)).where(
         charges.c.status == rules.CHARGE_PENDING))
+
+
+# --- charge executors: which daemons hold the operator key, per network ------------------------------
+
+async def beat_executor(conn: AsyncConnection, instance_id: str, networks: list[str],
+                        operator_address: str) -> None:
+    """This daemon executes charges on `networks` with the operator at `operator_address` (public)."""
+    for network in networks:
+        await conn.execute(pg_insert(charge_executors).values(
+            instance_id=instance_id, network=network, operator_address=operator_address.lower(),
+            started_at=func.now(), seen_at=func.now(),
+        ).on_conflict_do_update(index_elements=["instance_id", "network"],
+                                set_={"seen_at": func.now(), "operator_address": operator_address.lower()}))
+
+
+async def forget_executor(conn: AsyncConnection, instance_id: str) -> None:
+    await conn.execute(delete(charge_executors).where(charge_executors.c.instance_id == instance_id))
+
+
+async def live_executor(conn: AsyncConnection, network: str, stale_s: float) -> str | None:
+    """The operator address of a daemon that executed charges on `network` within `stale_s`, or None."""
+    fresh = func.now() - bindparam(None, timedelta(seconds=stale_s), type_=Interval())
+    return await conn.scalar(select(charge_executors.c.operator_address).where(
+        charge_executors.c.network == network, charge_executors.c.seen_at > fresh,
+    ).order_by(charge_executors.c.seen_at.desc()).limit(1))

@@ -1,5 +1,6 @@
 """Daemon jobs of disbursement: confirm approvals from indexed Approval logs, expire intents nobody
-approved in time, and finish pending charges. Each is a `run_steps` worker; the rows are the jobs."""
+approved in time, and execute charges (the daemon is the only process holding the operator key). Each is
+a `run_steps` worker; the rows are the jobs."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from vip.chain.operator import OperatorKeyMissing, load_operator
 from vip.chain.rpc import RpcClient
 from vip.clock import Clock
 from vip.config import NetworkConfig, Settings
+from vip.ids import new_id
 from vip.indexer.store import load_cursor
 from vip.payments import rules, store
 from vip.payments.charges import ChargeExecutor
 from vip.payments.disburser import allowance_at
-from vip.run_loop import run_steps
+from vip.run_loop import run_steps, sleep_or_stop
+from vip.store.listen import listen_and_wake
 
 log = structlog.get_logger(__name__)
 
@@ -95,14 +98,31 @@ class IntentExpirer:
 
 
 class ChargeCompleter:
-    """Takes pending charges whose lease lapsed (a crashed or timed-out API request, a transaction still
-    in flight) and advances each."""
+    """The one executor of charges: takes pending charges that are due and leased to nobody (a new one,
+    one whose last pass released it, one whose daemon died and whose lease lapsed) and advances each
+    under its lease. `run` wakes at once when a charge is created (LISTEN on the channel
+    `store.insert_charge` NOTIFYs; polling every `poll_s` stays the fallback) and beats this daemon's
+    row in `charge_executors` (the operator's public address per network), which is how the API, which
+    holds no key, knows a charge will be executed (503 otherwise)."""
 
-    def __init__(self, executor: ChargeExecutor, engine: AsyncEngine, poll_s: float, lease_s: float) -> None:
+    def __init__(self, executor: ChargeExecutor, engine: AsyncEngine, poll_s: float, lease_s: float,
+                 stale_s: float = 15.0) -> None:
         self.executor = executor
         self.engine = engine
         self.poll_s = poll_s
         self.lease_s = lease_s
+        self.stale_s = stale_s
+        self.instance_id = new_id("ex")
+        self.wake = asyncio.Event()
+        self.listening = asyncio.Event()  # set while the LISTEN connection is up
+        self.announced = asyncio.Event()  # set once a heartbeat is written
+
+    async def beat(self) -> None:
+        """Announce this daemon as an executor of its networks' charges (the API's 503 test)."""
+        async with self.engine.begin() as conn:
+            await store.beat_executor(conn, self.instance_id, sorted(self.executor.rpcs),
+                                      self.executor.operator.address)
+        self.announced.set()
 
     async def step(self) -> bool:
         async with self.engine.begin() as conn:
@@ -124,6 +144,46 @@ class ChargeCompleter:
         finally:
             async with self.engine.begin() as conn:
                 await store.release_charge(conn, charge_id, self.poll_s)
+
+    async def _step_or_wait(self, stop: asyncio.Event) -> bool:
+        # Cleared before the claim: a charge committed during the step sets it again and is not missed.
+        self.wake.clear()
+        if await self.step():
+            return True
+        waits = [asyncio.create_task(self.wake.wait()), asyncio.create_task(stop.wait())]
+        try:
+            await asyncio.wait(waits, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+        return False
+
+    async def _beat_until(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.beat()
+            except Exception as exc:  # the database is away: the API answers 503 meanwhile, which is true
+                log.warning("charge executor heartbeat failed", error=str(exc)[:300], job="charge_completion")
+            await sleep_or_stop(stop, self.stale_s / 3)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        helpers = [asyncio.create_task(listen_and_wake(self.engine, store.CHARGE_DUE_CHANNEL, stop, self.wake,
+                                                       self.listening, log), name="charges-listen"),
+                   asyncio.create_task(self._beat_until(stop), name="charges-heartbeat")]
+        try:
+            await run_steps(lambda: self._step_or_wait(stop), stop, network=None, task="charge_completion",
+                            idle_s=0.0, log=log)
+        finally:
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
+            try:
+                async with self.engine.begin() as conn:
+                    await store.forget_executor(conn, self.instance_id)
+            except Exception:
+                log.warning("could not withdraw the charge executor row; it goes stale",
+                            job="charge_completion")
 
 
 def payment_tasks(settings: Settings, engine: AsyncEngine, rpcs: dict[str, RpcClient], clock: Clock,
@@ -149,10 +209,9 @@ def payment_tasks(settings: Settings, engine: AsyncEngine, rpcs: dict[str, RpcCl
         log.warning("charges will not be executed by this daemon", reason=str(exc))
         return tasks
     executor = ChargeExecutor(settings, engine, {n.name: rpcs[n.name] for n in networks}, operator, clock)
-    completer = ChargeCompleter(executor, engine, config.poll_interval_s, config.lease_s)
-    tasks.append(asyncio.create_task(run_steps(completer.step, stop, network=None, task="charge_completion",
-                                               idle_s=config.poll_interval_s, log=log),
-                                     name="charge-completion"))
+    completer = ChargeCompleter(executor, engine, config.poll_interval_s, config.lease_s,
+                                config.executor_stale_s)
+    tasks.append(asyncio.create_task(completer.run(stop), name="charge-completion"))
     log.info("disbursement jobs running", networks=[n.name for n in networks], operator=operator.address)
     return tasks
 

@@ -45,15 +45,20 @@ async def has_active_platform(conn: AsyncConnection, user_id: str) -> bool:
 
 
 async def income_inputs(conn: AsyncConnection, user_id: str, registry: Mapping[str, PlatformConfig],
-                        since: datetime, until: datetime) -> tuple[list[IncomeRecord], list[Platform]]:
-    """Inbound records of the user's active platform connections dated in [since, until), and those
-    platforms (whitelists from the configured registry; a pushed platform not configured has none)."""
+                        since: datetime | None = None, until: datetime | None = None
+                        ) -> tuple[list[IncomeRecord], list[Platform]]:
+    """Inbound records of the user's active platform connections dated in [since, until) (None: no
+    bound), and those platforms (whitelists from the configured registry; a pushed platform not configured
+    has none)."""
+    joined = [income_records.c.connection_id == connections.c.id, income_records.c.direction == "inbound"]
+    if since is not None:
+        joined.append(income_records.c.record_date >= since.date())
+    if until is not None:
+        joined.append(income_records.c.record_date < until.date())
     rows = (await conn.execute(
         select(connections.c.id, connections.c.provider, connections.c.source_type,
                income_records.c.record_date, income_records.c.amount, income_records.c.from_reference)
-        .select_from(connections.outerjoin(income_records, and_(
-            income_records.c.connection_id == connections.c.id, income_records.c.direction == "inbound",
-            income_records.c.record_date >= since.date(), income_records.c.record_date < until.date())))
+        .select_from(connections.outerjoin(income_records, and_(*joined)))
         .where(connections.c.user_id == user_id, connections.c.type == "platform",
                connections.c.status == "active")
         .order_by(connections.c.created_at, income_records.c.record_date))).all()

@@ -12,7 +12,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from vip.ids import new_id
 from vip.store.outbox import record_event
 from vip.store.tables import vip_reports
-from vip.verification.profile import lookback_periods
 
 FINISHED = ("verified", "partially_verified", "unverified")
 STATUS_EVENTS = {"verified": "vip.verified", "partially_verified": "vip.partially_verified",
@@ -141,7 +140,3 @@ async def fail(conn: AsyncConnection, row, *, error_code: str, retry_at: datetim
     await record_event(conn, "vip.failed", placeholder_body(failed, "error", error_code), created_at=now,
                        organisation_id=row.organisation_id)
     return "error"
-
-
-def window(now: datetime, lookback_months: int) -> list[str]:
-    return lookback_periods(now, lookback_months)

@@ -28,7 +28,7 @@ from vip.verification.cashflow import average_balance, obligations
 from vip.verification.fraud import ZERO_ADDRESS, FundingLedger
 from vip.verification.model import EXACT, FRAUD_TYPES, Transfer, TransferKey
 from vip.verification.pipeline import Outcome, Wallet, verify, vip_report
-from vip.verification.profile import income_change, lookback_periods, usd
+from vip.verification.profile import income_change, usd, vip_periods
 
 log = structlog.get_logger(__name__)
 
@@ -113,16 +113,19 @@ class VipReportJob:
         # The time the report is made at: the user's test clock's on a development stack, else now. The
         # queue (postpone, events) keeps the service's time.
         as_of = await test_clocks.user_time(conn, row.user_id, now)
-        periods = lookback_periods(as_of, row.lookback_months)
+        # Every inbound record of the user: the window's last month depends on them (decision 130), and
+        # each labels the transfer it matches, in the window or not (decision 131).
+        records, platforms = await inputs.income_inputs(conn, row.user_id, self.platforms)
+        periods = vip_periods(as_of, row.lookback_months, [r.record_date for r in records])
         start, end = month_start(periods[0]), month_after(periods[-1])
-        records, platforms = await inputs.income_inputs(conn, row.user_id, self.platforms, start, end)
         if not wallets or not platforms:
             # Revoked after the request: the report cannot be made.
             code = "ERR_MISSING_WALLET" if not wallets else "ERR_MISSING_PLATFORM"
             await vip_reports.fail(conn, row, error_code=code, retry_at=None, now=now)
             return "error"
         trace = config.funding_trace
-        since = start - timedelta(days=config.matching.days_before + trace.window_days)
+        earliest = min([start, *(datetime.combine(r.record_date, datetime.min.time(), UTC) for r in records)])
+        since = earliest - timedelta(days=config.matching.days_before + trace.window_days)
         finals = await inputs.final_blocks(conn, self.settings, {w.network for w in wallets})
         # The wallets' own history first: a report made while a just-connected wallet is still being
         # backfilled would miss its payouts (and its payers). It waits, however long that takes:

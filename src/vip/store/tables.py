@@ -425,11 +425,24 @@ charges = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("requested_at", DateTime(timezone=True), nullable=False, server_default=NOW),  # wall clock
     Column("executed_at", DateTime(timezone=True)),
-    # Lease of the one executor working the charge (API request or daemon); wall clock of the database.
+    # Lease of the one daemon executing the charge; wall clock of the database.
     Column("locked_until", DateTime(timezone=True)),
     Column("next_attempt_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     Column("attempts", Integer, nullable=False, server_default=text("0")),
     Index("ix_charges_pending", "next_attempt_at", postgresql_where=text("status = 'pending'")),
+)
+
+# The daemons that execute charges (they hold the operator key), one row per daemon and network, beaten
+# every few seconds; the API answers 503 for a network none has beaten recently (database clock).
+charge_executors = Table(
+    "charge_executors",
+    metadata,
+    Column("instance_id", Text, primary_key=True),  # one per daemon process
+    Column("network", Text, primary_key=True),
+    Column("operator_address", Text, nullable=False),  # public; lower-case
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("seen_at", DateTime(timezone=True), nullable=False),
+    Index(None, "network", "seen_at"),
 )
 
 # Every signed disburse() transaction, recorded before it is broadcast; replacements share the nonce.

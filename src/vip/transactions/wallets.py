@@ -16,9 +16,9 @@ from sqlalchemy.sql import Select
 from vip.accounts.users import load_user
 from vip.config import Settings
 from vip.errors import ValidationFailed
-from vip.formats import iso, token_units
+from vip.formats import checksummed, iso, token_units
 from vip.store.tables import address_balances, connections, token_transfers, wallets
-from vip.transactions.query import checksummed, token_decimals
+from vip.transactions.query import token_decimals
 
 SPEC_NETWORKS = ("ethereum", "polygon", "base", "arbitrum")
 BALANCE_TOKENS = ("USDC", "USDT")

@@ -8,6 +8,8 @@ import secrets
 
 import simplejson
 
+from vip.formats import checksum_addresses
+
 SECRET_PREFIX = "whsec_"
 SIGNATURE_HEADER = "Service-Signature"
 EVENT_ID_HEADER = "Service-Event-Id"
@@ -35,5 +37,6 @@ def verify(secret: str, body: bytes, header_values: list[str]) -> bool:
 
 
 def encode_body(envelope: dict) -> bytes:
-    """The raw JSON body of a delivery: compact, numbers exact (Decimal, never float)."""
-    return simplejson.dumps(envelope, use_decimal=True, separators=(",", ":")).encode()
+    """The raw JSON body of a delivery: compact, numbers exact (Decimal, never float), addresses EIP-55
+    checksummed like the API's (decision 132)."""
+    return simplejson.dumps(checksum_addresses(envelope), use_decimal=True, separators=(",", ":")).encode()

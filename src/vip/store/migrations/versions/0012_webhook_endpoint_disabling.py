@@ -2,14 +2,14 @@
 was disabled (docs/webhooks.md, "Endpoints that keep failing").
 
 Revision ID: 0012
-Revises: 0014
+Revises: 0011
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = '0012'
-down_revision = '0014'
+down_revision = '0011'
 branch_labels = None
 depends_on = None
 

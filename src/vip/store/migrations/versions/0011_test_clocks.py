@@ -1,14 +1,14 @@
 """Test clocks: a frozen time that users created on it are verified at (development stacks only).
 
-Revision ID: 0014
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0014'
-down_revision = '0009'
+revision = '0011'
+down_revision = '0010'
 branch_labels = None
 depends_on = None
 

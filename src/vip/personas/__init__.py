@@ -1,0 +1,1 @@
+"""Preset borrowers for integrators (development stacks only): catalogue and builder."""
