@@ -12,7 +12,8 @@ borrower's and the lender's own on-chain steps):
  6. disburse: the lender registers its funding wallet (it signs the message the service issues), a
     payment intent, the lender's approve() with the returned calldata (the spender is the organisation's
     own), the service confirms the approval, the charge pays the borrower; balances checked on chain;
- 7. check the webhooks received: every signature verified, the expected event types all there.
+ 7. check the webhooks received: every signature verified, the expected event types all there; the
+    endpoint is deleted on the way out, since its receiver goes with this script.
 
 It exits non-zero at the first surprise. Dev-only shortcuts, said where they happen: fresh accounts get
 gas money with `anvil_setBalance`, and the test token is minted with the minter key from the state file.
@@ -195,11 +196,13 @@ def run(state_path: Path) -> None:
         return "0x" + receipt["transactionHash"].hex().removeprefix("0x")
 
     receiver = WebhookReceiver()
+    endpoint_id = None
     try:
         step("1. webhook endpoint")
         created = api.post("/v1/webhook-endpoints", {"url": receiver.url, "description": "lender_flow.py"})
         expect(created.status == 201, "webhook endpoint not created", created)
         receiver.secret = created.body["webhook_endpoint"]["secret"].encode()
+        endpoint_id = created.body["webhook_endpoint"]["id"]
         print(f"   {created.body['webhook_endpoint']['id']} -> {receiver.url}")
 
         step("2. user and wallet sign-in")
@@ -324,6 +327,9 @@ def run(state_path: Path) -> None:
         print(f"   {len(receiver.events)} events received and verified: "
               + ", ".join(sorted({e['type'] for e in mine})))
     finally:
+        # An endpoint left behind would be sent every later event of the organisation, to no one.
+        if endpoint_id is not None:
+            api.request("DELETE", f"/v1/webhook-endpoints/{endpoint_id}")
         receiver.close()
 
 
