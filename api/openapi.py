@@ -148,6 +148,10 @@ NAMES: dict[tuple[str, str], tuple[str, str]] = {
     ("get", "/v1/events"): ("List events", "listEvents"),
     ("get", "/v1/events/{event_id}"): ("Read an event", "getEvent"),
     ("post", "/v1/events/{event_id}/replay"): ("Replay an event", "replayEvent"),
+    ("post", "/v1/webhook-endpoints/{endpoint_id}/enable"): ("Enable a webhook endpoint",
+                                                             "enableWebhookEndpoint"),
+    ("post", "/v1/events/trigger"): ("Trigger a test event", "triggerEvent"),
+    ("get", "/v1/events/stream"): ("Stream events live", "streamEvents"),
 }
 
 

@@ -83,7 +83,10 @@ WEBHOOK_ENDPOINT = {
     "id": ENDPOINT, "url": "https://hooks.acme-lending.example/vip", "description": "underwriting events",
     "event_types": ["vip.verified", "vip.partially_verified", "charge.succeeded", "charge.failed"],
     "status": "enabled", "created_at": "2027-02-20T10:05:00Z", "previous_secret_expires_at": None,
-    "deleted_at": None}
+    "deleted_at": None, "disabled_at": None, "disabled_reason": None}
+DISABLED_WEBHOOK_ENDPOINT = {
+    **WEBHOOK_ENDPOINT, "status": "disabled", "disabled_at": NOW,
+    "disabled_reason": "every delivery attempt failed since 2027-02-27T11:58:00Z (more than 3 days)"}
 SIGNING_SECRET = "whsec_mT4nQ8vR2xZ6bC0dF3gH7jK1lN5pS9tW"
 VERIFIED_PERIOD = {
     "period": "2027-02", "expected_amount": 7000, "received_amount": 7000, "tx_hash": SALARY_TX,
@@ -194,6 +197,8 @@ REQUESTS: dict[str, Any] = {
     "CreateWebhookEndpoint": {"url": "https://hooks.acme-lending.example/vip",
                               "event_types": WEBHOOK_ENDPOINT["event_types"],
                               "description": "underwriting events"},
+    "ReplayEvent": {"endpoint_id": ENDPOINT},
+    "TriggerEvent": {"type": "vip.verified"},
 }
 
 # --- successful responses, by operation and status ----------------------------------------------------------
@@ -269,6 +274,10 @@ RESPONSES: dict[tuple[str, str, str], Any] = {
                                                                           "has_more": False}},
     ("get", "/v1/events/{event_id}", "200"): {"event": EVENT_DETAIL},
     ("post", "/v1/events/{event_id}/replay", "202"): {"event": REPLAYED_EVENT},
+    ("post", "/v1/webhook-endpoints/{endpoint_id}/enable", "200"): {"webhook_endpoint": WEBHOOK_ENDPOINT},
+    ("post", "/v1/events/trigger", "201"): {"event": {
+        **EVENT_OBJECT, "id": "evt_5b8e1f0c2d4a4e6b9c7d3f1a0e2b4c6d", "type": "vip.verified",
+        "data": {"object": VIP_REPORT, "test": True}, "delivery_status": "pending"}},
 }
 
 
@@ -430,6 +439,7 @@ EVENTS: dict[str, Any] = {
     "charge.failed": {**CHARGE_OBJECT, "status": "failed", "disbursement_tx_hash": None, "executed_at": None,
                       "failure_code": "ERR_DISBURSEMENT_REJECTED",
                       "failure_message": "the funding wallet's allowance is below the amount"},
+    "webhook_endpoint.disabled": DISABLED_WEBHOOK_ENDPOINT,
 }
 
 

@@ -14,6 +14,7 @@ from vip.api.openapi_schemas import (
 )
 from vip.api.routes import admin, funding_wallets, payments, platforms, users, wallet_connect, webhooks
 from vip.api.routes import dev as dev_routes
+from vip.api.routes import events as event_routes
 from vip.api.routes import test_clocks as test_clock_routes
 
 USER_ID = {"type": "string", "minLength": 1}
@@ -304,6 +305,12 @@ PATHS.update({
 ENDPOINT_BODY = {"type": "object", "properties": {"webhook_endpoint": ref("WebhookEndpoint")},
                  "required": ["webhook_endpoint"]}
 EVENT_DETAIL_BODY = {"type": "object", "properties": {"event": ref("EventDetail")}, "required": ["event"]}
+STREAM_EXAMPLE = (
+    'event: ready\ndata: {"secret":"whsec_2c7Jq9dVbN4mT8xR1zL5wK0pF6hS3yA","organisation_id":'
+    '"org_1f3a5c7e9b2d4f6a8c0e1b3d"}\n\n: keep-alive\n\nid: evt_0423bdf0e5684b9dbddb0740e18aa0d4\n'
+    'event: event\ndata: {"id":"evt_0423bdf0e5684b9dbddb0740e18aa0d4","type":"charge.succeeded",'
+    '"created_at":"2027-03-02T12:04:12Z","api_version":"v1","data":{"object":{"id":'
+    '"ch_ff768881e7d7254ad2b6224e","status":"succeeded"}}}\n\n')
 PATHS.update({
     "/v1/webhook-endpoints": {
         "post": operation(
@@ -318,6 +325,10 @@ PATHS.update({
     "/v1/webhook-endpoints/{endpoint_id}": {"delete": operation(
         "Delete a webhook endpoint: nothing more is sent to it; its pending deliveries are cancelled",
         "admin", {"200": ok_response("The deleted endpoint", ENDPOINT_BODY)}, errors=("404",),
+        parameters=[path_param("endpoint_id")], tag="Webhooks")},
+    "/v1/webhook-endpoints/{endpoint_id}/enable": {"post": operation(
+        "Deliver to an endpoint disabled for failing again (events of the disabled time only by replay)",
+        "admin", {"200": ok_response("The enabled endpoint", ENDPOINT_BODY)}, errors=("404",),
         parameters=[path_param("endpoint_id")], tag="Webhooks")},
     "/v1/webhook-endpoints/{endpoint_id}/rotate-secret": {"post": operation(
         "Issue a new signing secret; the previous one keeps signing until previous_secret_expires_at",
@@ -343,9 +354,27 @@ PATHS.update({
         parameters=[path_param("event_id")],
         tag="Webhooks")},
     "/v1/events/{event_id}/replay": {"post": operation(
-        "Deliver an event again to every endpoint subscribed to its type (a failed or delivered delivery "
-        "starts a new round of the retry schedule)", "admin", {
-            "202": ok_response("Queued: the event with its deliveries", EVENT_DETAIL_BODY)},
-        errors=("404", "409", "422"), parameters=[path_param("event_id")], tag="Webhooks")},
+        "Deliver an event again to every endpoint subscribed to its type, or only to `endpoint_id` (a "
+        "failed or delivered delivery starts a new round of the retry schedule). The body is optional",
+        "admin", {"202": ok_response("Queued: the event with its deliveries", EVENT_DETAIL_BODY)},
+        errors=("404", "409", "422"), parameters=[path_param("event_id")], body=event_routes.ReplayEvent,
+        tag="Webhooks")},
+    "/v1/events/trigger": {"post": operation(
+        "Fire a test event of a type: its sample object (docs/webhooks.md), marked `data.test: true`, "
+        "delivered to the subscribed endpoints and to `vip listen`", "admin", {
+            "201": ok_response("The test event", {"type": "object", "properties": {"event": ref("Event")},
+                                                  "required": ["event"]})},
+        body=event_routes.TriggerEvent, tag="Webhooks")},
+    "/v1/events/stream": {"get": operation(
+        "The organisation's events as they commit, as Server-Sent Events (what `vip listen` reads)",
+        "admin", {"200": {"description": (
+            "text/event-stream: first `event: ready` with `data: {\"secret\", \"organisation_id\"}` (a "
+            "signing secret for this session), then per event `id: <event id>`, `event: event` and "
+            "`data:` the delivery body exactly as a webhook carries it; `: keep-alive` comments while "
+            "quiet; `event: error` (`data: {\"code\", \"message\"}`) ends it when the key is revoked. "
+            "Events committed before the stream opened are not sent"),
+            "content": {"text/event-stream": {"schema": {"type": "string"}, "example": STREAM_EXAMPLE}}}},
+        tag="Webhooks")},
 })
-BODY_MODELS.append(webhooks.CreateWebhookEndpoint)
+PATHS["/v1/events/{event_id}/replay"]["post"]["requestBody"]["required"] = False
+BODY_MODELS.extend([webhooks.CreateWebhookEndpoint, event_routes.ReplayEvent, event_routes.TriggerEvent])

@@ -130,17 +130,25 @@ SCHEMAS.update({
     "WebhookEndpoint": obj({
         "id": ID, "url": {"type": "string"}, "description": {"type": ["string", "null"]},
         "event_types": {"type": "array", "items": _EVENT_TYPES, "description": "[\"*\"]: every type"},
-        "status": {"enum": ["enabled", "deleted"]}, "created_at": TIMESTAMP,
+        "status": {"enum": ["enabled", "disabled", "deleted"],
+                   "description": "disabled: every attempt failed for webhooks.disable_after_days (3 days); "
+                                  "nothing is sent until it is enabled again"},
+        "created_at": TIMESTAMP,
         "previous_secret_expires_at": {**NULLABLE_TIMESTAMP, "description": "Until then the secret before "
                                        "the last rotation also signs (a second Service-Signature header)"},
         "deleted_at": NULLABLE_TIMESTAMP,
+        "disabled_at": NULLABLE_TIMESTAMP,
+        "disabled_reason": {"type": ["string", "null"], "description": "Why it was disabled"},
         "secret": {"type": "string", "description": "Signing secret, only in the create and rotate-secret "
                                                     "responses; shown once"},
     }, required=["id", "url", "description", "event_types", "status", "created_at",
-                 "previous_secret_expires_at", "deleted_at"]),
+                 "previous_secret_expires_at", "deleted_at", "disabled_at", "disabled_reason"]),
     "Event": obj({
         "id": ID, "type": _EVENT_TYPES, "created_at": TIMESTAMP, "api_version": {"const": "v1"},
-        "data": obj({"object": {"type": "object", "description": "The resource, in its API schema"}}),
+        "data": obj({"object": {"type": "object", "description": "The resource, in its API schema"},
+                     "test": {"const": True, "description": "Only on test events (POST "
+                              "/v1/events/trigger, `vip trigger`): a sample object, no real change"}},
+                    required=["object"]),
         "delivery_status": {"enum": ["pending", "delivered", "failed", "none"],
                             "description": "pending: a delivery is still due; failed: a delivery gave up "
                                            "after 5 attempts; delivered: every endpoint got it; none: no "

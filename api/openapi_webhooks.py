@@ -58,6 +58,10 @@ EVENTS: dict[str, tuple[str, str | None, str]] = {
     "payment_intent.expired": ("PaymentIntent", "expired", "A payment intent expired before its approval."),
     "charge.succeeded": ("Charge", "succeeded", "The disbursement was mined and succeeded."),
     "charge.failed": ("Charge", "failed", "The disbursement was refused or reverted (see failure_code)."),
+    "webhook_endpoint.disabled": ("WebhookEndpoint", "disabled",
+                                  "One of the organisation's endpoints was disabled: every attempt to "
+                                  "reach it failed for webhooks.disable_after_days (3 days). Sent to its "
+                                  "other endpoints."),
 }
 
 _HEADERS = [
@@ -81,7 +85,10 @@ def envelope_schema(event_type: str) -> dict[str, Any]:
         "id": {"type": "string", "pattern": "^evt_", "description": "Also in the Service-Event-Id header"},
         "type": {"type": "string", "const": event_type}, "created_at": TIMESTAMP,
         "api_version": {"type": "string", "const": "v1"},
-        "data": obj({"object": carried}, additionalProperties=False),
+        "data": obj({"object": carried, "test": {
+            "const": True, "description": "Only on test events (POST /v1/events/trigger, `vip trigger`): "
+                                          "a sample object, no real change"}},
+            required=["object"], additionalProperties=False),
     }, additionalProperties=False)
 
 

@@ -12,7 +12,8 @@ borrower's and the lender's own on-chain steps):
  6. disburse: the lender registers its funding wallet (it signs the message the service issues), a
     payment intent, the lender's approve() with the returned calldata (the spender is the organisation's
     own), the service confirms the approval, the charge pays the borrower; balances checked on chain;
- 7. check the webhooks received: every signature verified, the expected event types all there.
+ 7. check the webhooks received: every signature verified, the expected event types all there; the
+    endpoint is deleted on the way out, since its receiver goes with this script.
 
 It exits non-zero at the first surprise. Dev-only shortcuts, said where they happen: fresh accounts get
 gas money with `anvil_setBalance`, and the test token is minted with the minter key from the state file.
@@ -326,8 +327,7 @@ def run(state_path: Path) -> None:
         print(f"   {len(receiver.events)} events received and verified: "
               + ", ".join(sorted({e['type'] for e in mine})))
     finally:
-        # The receiver goes away with this script: so does its endpoint, or later events would be
-        # retried against a closed port.
+        # An endpoint left behind would be sent every later event of the organisation, to no one.
         if endpoint_id is not None:
             api.request("DELETE", f"/v1/webhook-endpoints/{endpoint_id}")
         receiver.close()

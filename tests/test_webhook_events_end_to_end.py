@@ -62,7 +62,7 @@ from vip.api.jsonio import loads
 from vip.config import Settings, WebhookConfig
 from vip.store.tables import outbox_events, vip_reports
 from vip.verification.config import CircularFlowConfig, VerificationConfig
-from vip.webhooks.catalogue import EVENT_TYPES
+from vip.webhooks.catalogue import ENDPOINT_DISABLED, EVENT_TYPES
 from vip.webhooks.signing import EVENT_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER
 
 HOOKS = WebhookConfig(allow_http=True, poll_interval_s=0.05)
@@ -152,7 +152,8 @@ def assert_documented(objects: dict[str, list[dict[str, Any]]]) -> None:
 
 
 def test_the_two_scenarios_cover_every_catalogued_type():
-    assert set(EVENT_TYPES) == VERIFICATION_TYPES | DISBURSEMENT_TYPES
+    # webhook_endpoint.disabled is provoked end to end in tests/test_webhook_dev_loop.py.
+    assert set(EVENT_TYPES) == VERIFICATION_TYPES | DISBURSEMENT_TYPES | {ENDPOINT_DISABLED}
 
 
 async def test_verification_events_reach_the_lender(aiohttp_client, chain: ChainDriver, database_url,

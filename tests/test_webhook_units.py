@@ -14,6 +14,7 @@ from vip.webhooks.catalogue import EVENT_TYPES, normalise_event_types, subscribe
 from vip.webhooks.schedule import MAX_ATTEMPTS, is_success, next_attempt_after_failure
 from vip.webhooks.signing import new_secret, signature, signatures, verify
 from vip.webhooks.store import signing_secrets
+from vip.webhooks.stream import SeqWindow
 from vip.webhooks.urls import check_endpoint_url
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -96,4 +97,19 @@ def test_event_type_subscriptions():
             normalise_event_types(bad)
     assert subscribed(None, "fraud.flagged")
     assert subscribed(["fraud.flagged"], "fraud.flagged") and not subscribed(["fraud.flagged"], "vip.failed")
-    assert len(EVENT_TYPES) == len(set(EVENT_TYPES)) == 16
+    assert len(EVENT_TYPES) == len(set(EVENT_TYPES)) == 17
+
+
+def test_the_event_stream_window_sends_each_event_once_even_when_it_commits_late():
+    window = SeqWindow(cursor=10, lookback_s=30)
+    assert window.take([9, 10, 11, 12], now=0) == [11, 12]  # from after the cursor it opened at
+    assert window.take([11, 12, 14], now=1) == [14]
+    # 13 took its sequence number before 14 but committed after it was sent: sent now.
+    assert window.take([11, 12, 13, 14], now=2) == [13]
+    assert window.take([13, 14], now=3) == []
+    # A batch at most, the rest at the next look.
+    assert window.take(list(range(15, 25)), now=4, limit=3) == [15, 16, 17]
+    assert window.take(list(range(15, 25)), now=5, limit=3) == [18, 19, 20]
+    # Past the look-back, what lies below where the cursor stood then is not looked at again.
+    assert window.floor(now=36) == 20
+    assert window.take([16, 21], now=36) == [21]

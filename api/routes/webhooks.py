@@ -1,19 +1,19 @@
 """Webhook endpoints of the caller's organisation (scope `admin`): create (the signing secret is shown
-once), list, delete, rotate the secret."""
+once), list, delete, enable again after an automatic disabling, rotate the secret."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from aiohttp import web
 from pydantic import Field, WithJsonSchema, field_validator
 
 from vip.api.context import ENGINE, SETTINGS, principal, requires
-from vip.api.jsonio import iso, json_response
+from vip.api.jsonio import json_response
 from vip.api.validation import Body, read_body
 from vip.webhooks import service
 from vip.webhooks.catalogue import ALL, EVENT_TYPES, normalise_event_types
-from vip.webhooks.store import Endpoint
+from vip.webhooks.store import endpoint_json
 
 routes = web.RouteTableDef()
 # What the validator accepts, in one schema (pydantic would write an anyOf with null beside the items).
@@ -34,20 +34,6 @@ class CreateWebhookEndpoint(Body):
     @classmethod
     def _known(cls, value: list[str] | None) -> list[str] | None:
         return normalise_event_types(value)
-
-
-def endpoint_json(endpoint: Endpoint, secret: str | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": endpoint.id, "url": endpoint.url, "description": endpoint.description,
-        "event_types": endpoint.event_types if endpoint.event_types is not None else [ALL],
-        "status": "deleted" if endpoint.deleted_at else "enabled",
-        "created_at": iso(endpoint.created_at),
-        "previous_secret_expires_at": iso(endpoint.previous_secret_expires_at),
-        "deleted_at": iso(endpoint.deleted_at),
-    }
-    if secret is not None:
-        body["secret"] = secret
-    return body
 
 
 @routes.post("/v1/webhook-endpoints")
@@ -84,3 +70,11 @@ async def rotate_secret(request: web.Request) -> web.Response:
                                                    request.match_info["endpoint_id"],
                                                    cipher=request.app[SETTINGS].api.cipher())
     return json_response({"webhook_endpoint": endpoint_json(endpoint, secret)})
+
+
+@routes.post("/v1/webhook-endpoints/{endpoint_id}/enable")
+@requires("admin")
+async def enable_endpoint(request: web.Request) -> web.Response:
+    endpoint = await service.enable_endpoint(request.app[ENGINE], principal(request).organisation_id,
+                                             request.match_info["endpoint_id"])
+    return json_response({"webhook_endpoint": endpoint_json(endpoint)})

@@ -43,6 +43,9 @@ ENV_OPERATOR_KEYSTORE_PASSWORD = "VIP_OPERATOR_KEYSTORE_PASSWORD"
 # first key seals (vip.token_cipher).
 ENV_TOKEN_KEY = "VIP_TOKEN_KEY"
 ENV_METRICS_TOKEN = "VIP_METRICS_TOKEN"  # when set, the API's /metrics wants `Authorization: Bearer <it>`
+# Where `vip listen` and `vip trigger` reach the API, and the key they authenticate with.
+ENV_API_URL = "VIP_API_URL"
+ENV_API_KEY = "VIP_API_KEY"
 ENV_ANVIL_BIN = "VIP_ANVIL_BIN"  # the local chain's binary (`vip dev` and the test plugin only)
 # Also read: each network's `rpc_url_env` and each platform's `client_secret_env`, variables the
 # configuration files name (`VIP_RPC_ETHEREUM`, `VIP_PLATFORM_PAYSTREAM_SECRET`, ...).
@@ -231,6 +234,11 @@ class WebhookConfig(_Strict):
     # A leased delivery is due again this long after 4 time-outs (the most a worker queues it) if its
     # worker died.
     lease_margin_s: float = Field(default=60.0, gt=0)
+    # An endpoint whose every attempt failed for this long is disabled (docs/webhooks.md); 0 never.
+    disable_after_days: float = Field(default=3.0, ge=0)
+    # `GET /v1/events/stream` (vip listen): how often it looks for new events, and the keep-alive.
+    stream_poll_s: float = Field(default=0.25, gt=0)
+    stream_keepalive_s: float = Field(default=15.0, gt=0)
 
 
 # --- OAuth platforms --------------------------------------------------------------------------------------
@@ -308,6 +316,14 @@ class PlatformConfig(_Strict):
         return self.scopes.split(" ")
 
 
+class ClientConfig(_Strict):
+    """How the developer tools (`vip listen`, `vip trigger`) reach an API: its base URL (default: this
+    configuration's `api.public_base_url`) and an API key with the `admin` scope."""
+
+    api_url: str | None = None
+    api_key: SecretStr | None = None
+
+
 class Settings(_Strict):
     database_url: str | None = None
     log_format: Literal["console", "json"] = "console"
@@ -319,6 +335,7 @@ class Settings(_Strict):
     disbursement: DisbursementConfig = DisbursementConfig()
     verification: VerificationConfig = Field(default_factory=VerificationConfig)
     webhooks: WebhookConfig = WebhookConfig()
+    client: ClientConfig = ClientConfig()
     # Platform id -> its OAuth configuration; none unless loaded (load_settings reads the shipped ones).
     platforms: dict[str, PlatformConfig] = {}
 
@@ -450,6 +467,10 @@ def load_settings(
         raw.setdefault("api", {})["token_key"] = env[ENV_TOKEN_KEY]
     if env.get(ENV_OPERATOR_KEY):
         raw.setdefault("disbursement", {})["operator_private_key"] = env[ENV_OPERATOR_KEY]
+    if env.get(ENV_API_URL):
+        raw.setdefault("client", {})["api_url"] = env[ENV_API_URL]
+    if env.get(ENV_API_KEY):
+        raw.setdefault("client", {})["api_key"] = env[ENV_API_KEY]
     if env.get(ENV_OPERATOR_KEYSTORE_PASSWORD):
         raw.setdefault("disbursement", {})["operator_keystore_password"] = env[ENV_OPERATOR_KEYSTORE_PASSWORD]
     try:

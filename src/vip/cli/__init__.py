@@ -1,5 +1,5 @@
-"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, funding-wallets, secrets,
-time-travel."""
+"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, listen, trigger,
+funding-wallets, secrets, time-travel."""
 
 from __future__ import annotations
 
@@ -18,9 +18,12 @@ from vip.accounts import keys
 from vip.api.app import create_app
 from vip.chain import time_travel
 from vip.chain.rpc import RpcError
+from vip.cli.dev_stack import DEFAULT_DATA_DIR, with_dev_stack
 from vip.cli.errors import explain, shown_database
 from vip.cli.funding_wallets import add_funding_wallets_parser, run_funding_wallets_command
+from vip.cli.listen import add_listen_parser, run_listen
 from vip.cli.secrets import add_secrets_parser, run_secrets_command
+from vip.cli.trigger import add_trigger_parser, run_trigger
 from vip.cli.webhooks import add_webhooks_parser, run_webhooks_command
 from vip.config import Settings, load_settings
 from vip.daemon import run_daemon
@@ -34,7 +37,6 @@ from vip.production_secrets import production_secret_problems
 from vip.store.engine import alembic_config, create_engine, migrate
 
 log = structlog.get_logger("vip.cli")
-DEFAULT_DATA_DIR = Path(".vip-dev")  # in the working directory, like node_modules
 
 
 def database_url(settings: Settings) -> str:
@@ -194,6 +196,8 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
 
 # --- webhooks (issue 6) ---
 def cmd_webhooks(settings: Settings, args: argparse.Namespace) -> int:
+    # In a `vip dev` checkout the stack's overlays apply (local development: http endpoint URLs).
+    settings = with_dev_stack(settings)
     return asyncio.run(run_webhooks_command(settings, database_url(settings), args))
 
 
@@ -339,6 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_webhooks_parser(sub).set_defaults(func=cmd_webhooks)
     add_funding_wallets_parser(sub).set_defaults(func=cmd_funding_wallets)
+    add_listen_parser(sub).set_defaults(func=run_listen)
+    add_trigger_parser(sub).set_defaults(func=run_trigger)
     add_secrets_parser(sub).set_defaults(func=cmd_secrets)
 
     watch = sub.add_parser("watch", help="add an address to a network's watch set (backfilled)")

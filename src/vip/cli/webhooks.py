@@ -24,6 +24,7 @@ def add_webhooks_parser(sub) -> argparse.ArgumentParser:
     create.add_argument("--description")
     commands.add_parser("list", help="list the endpoints").add_argument("--org", required=True)
     for name, what in (("delete", "stop delivering to an endpoint"),
+                       ("enable", "deliver again to an endpoint disabled for failing"),
                        ("rotate-secret", "issue a new secret; the old one signs during the overlap")):
         command = commands.add_parser(name, help=what)
         command.add_argument("endpoint_id")
@@ -36,6 +37,7 @@ def add_webhooks_parser(sub) -> argparse.ArgumentParser:
     replay = commands.add_parser("replay", help="deliver an event again")
     replay.add_argument("event_id")
     replay.add_argument("--org", required=True)
+    replay.add_argument("--endpoint", help="only to this endpoint id (default: every subscribed endpoint)")
     return parser
 
 
@@ -60,7 +62,12 @@ async def run_webhooks_command(settings: Settings, database_url: str, args: argp
                 print(f"signing secret (shown once, store it now): {secret}")
             elif command == "list":
                 for e in await store.list_endpoints(conn, org):
-                    print(f"{e.id}  {e.url}  {_types(e)}  created {e.created_at:%Y-%m-%d %H:%M}")
+                    disabled = f"  disabled: {e.disabled_reason}" if e.disabled_at else ""
+                    print(f"{e.id}  {e.url}  {_types(e)}  created {e.created_at:%Y-%m-%d %H:%M}{disabled}")
+            elif command == "enable":
+                if await store.enable_endpoint(conn, org, args.endpoint_id) is None:
+                    return _missing(f"no endpoint {args.endpoint_id} in {args.org}")
+                print(f"enabled {args.endpoint_id}")
             elif command == "delete":
                 if await store.delete_endpoint(conn, org, args.endpoint_id, now) is None:
                     return _missing(f"no endpoint {args.endpoint_id} in {args.org}")
@@ -82,9 +89,17 @@ async def run_webhooks_command(settings: Settings, database_url: str, args: argp
                     print(f"{r.id}  {r.type:<34} {r.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}  "
                           f"{r.delivery_status}")
             else:
-                queued = await events.replay(conn, org, args.event_id, now)
+                if args.endpoint is not None:
+                    endpoint = await store.get_endpoint(conn, org, args.endpoint)
+                    if endpoint is None:
+                        return _missing(f"no endpoint {args.endpoint} in {args.org}")
+                    if endpoint.disabled_at is not None:
+                        return _missing(f"endpoint {args.endpoint} is disabled: `vip webhooks enable` first")
+                queued = await events.replay(conn, org, args.event_id, now, args.endpoint)
                 if queued is None:
                     return _missing(f"no event {args.event_id} in {args.org}")
+                if args.endpoint is not None and not queued:
+                    return _missing(f"endpoint {args.endpoint} does not receive this event's type")
                 print(f"replaying {args.event_id} to {queued} endpoint(s)")
     except ValueError as exc:
         print(str(exc), file=sys.stderr)

@@ -167,7 +167,9 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
         local_config.write_text(local_network_toml(node, contracts, rpc_url=rpc_url))
         overlay = data_dir / "service.local.toml"
         base_url = f"http://127.0.0.1:{api_port}"
-        overlay.write_text(f'[api]\nport = {api_port}\npublic_base_url = "{base_url}"\n\n'
+        # Commands run in the checkout against this database take this overlay too (vip.cli.dev_stack).
+        overlay.write_text(f'database_url = {json.dumps(database_url)}\n\n'
+                           f'[api]\nport = {api_port}\npublic_base_url = "{base_url}"\n\n'
                            f'[daemon]\nmetrics_port = {metrics_port}\n\n[webhooks]\nallow_http = true\n')
         env = dict(os.environ)
         env[ENV_DATABASE_URL] = database_url

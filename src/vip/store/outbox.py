@@ -24,11 +24,13 @@ async def record_event(
     *,
     created_at: datetime,
     organisation_id: str | None = None,
+    test: bool = False,
 ) -> str:
     """Insert an event row on `conn` (which must be inside the caller's transaction); return its id.
 
     The row commits or rolls back with the caller's change, so an event is never sent for a change that
-    did not happen and never missing for one that did.
+    did not happen and never missing for one that did. A `test` event (`vip trigger`) carries a sample
+    object and `data.test: true`.
     """
     if not conn.in_transaction():
         raise RuntimeError("record_event must run inside the transaction of the change it describes")
@@ -39,7 +41,7 @@ async def record_event(
             organisation_id=organisation_id,
             type=event_type,
             api_version=API_VERSION,
-            data={"object": obj},
+            data={"object": obj, "test": True} if test else {"object": obj},
             created_at=created_at,
         )
     )

@@ -545,6 +545,12 @@ webhook_endpoints = Table(
     Column("previous_secret_expires_at", DateTime(timezone=True)),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("deleted_at", DateTime(timezone=True)),
+    # The first failed attempt since the last delivered one (null: the last attempt succeeded, or none
+    # yet); an endpoint failing for `webhooks.disable_after_days` is disabled (migration 0012).
+    Column("failing_since", DateTime(timezone=True)),
+    # Disabled endpoints receive nothing until re-enabled (their pending deliveries are cancelled).
+    Column("disabled_at", DateTime(timezone=True)),
+    Column("disabled_reason", Text),
     Index(None, "organisation_id"),
 )
 

@@ -1,5 +1,6 @@
 """Every event type the service emits: the spec's table, plus `vip.unverified` (DESIGN: the spec names
-no event for that outcome). Endpoints subscribe to a subset, or to all with `*`."""
+no event for that outcome) and `webhook_endpoint.disabled` (decision 143). Endpoints subscribe to a
+subset, or to all with `*`."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ EVENT_TYPES = (
     "payment_intent.expired",
     "charge.succeeded",
     "charge.failed",
+    "webhook_endpoint.disabled",
 )
+# An endpoint whose every attempt failed for `webhooks.disable_after_days` was disabled (docs/webhooks.md).
+ENDPOINT_DISABLED = "webhook_endpoint.disabled"
 ALL = "*"
 
 

@@ -19,7 +19,7 @@ from vip.store.outbox import envelope
 from vip.store.tables import outbox_events, webhook_deliveries, webhook_endpoints
 from vip.token_cipher import TokenCipher
 from vip.webhooks.signing import encode_body
-from vip.webhooks.store import open_secret, signing_secrets
+from vip.webhooks.store import open_secret, receiving, signing_secrets
 
 d, ep, ev = webhook_deliveries, webhook_endpoints, outbox_events
 
@@ -44,7 +44,7 @@ def due_candidates_query(now: datetime, per_endpoint: int, skip_endpoints: list[
     due = (select(d.c.id, d.c.next_attempt_at)
            .where(d.c.endpoint_id == ep.c.id, d.c.status == "pending", d.c.next_attempt_at <= now)
            .order_by(d.c.next_attempt_at).limit(per_endpoint).lateral("due"))
-    live = ep.c.deleted_at.is_(None)
+    live = receiving()
     if skip_endpoints:
         live = live & ep.c.id.not_in(skip_endpoints)
     return select(due.c.id).select_from(ep.join(due, true())).where(live).order_by(due.c.next_attempt_at)

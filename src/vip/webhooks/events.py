@@ -6,13 +6,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, exists, or_, select, update
+from sqlalchemy import and_, case, exists, or_, select, true, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.ids import new_id
 from vip.store.tables import outbox_events, webhook_attempts, webhook_deliveries, webhook_endpoints
 from vip.webhooks.catalogue import subscribed
+from vip.webhooks.store import receiving
 
 DELIVERY_STATUSES = ("pending", "delivered", "failed", "none")
 e, d = outbox_events, webhook_deliveries
@@ -78,11 +79,12 @@ async def deliveries_of(conn: AsyncConnection, event_id: str) -> list[tuple[Any,
     return [(row, attempts[row.id]) for row in deliveries]
 
 
-async def replay(conn: AsyncConnection, organisation_id: str, event_id: str, now: datetime) -> int | None:
-    """Deliver an event again to every endpoint of its organisation subscribed to its type now: a
-    failed or delivered delivery starts a new round of the retry schedule at once, an endpoint added
-    since the event gets a first delivery, a pending one is left alone. Returns how many deliveries
-    are now pending (None: no such event)."""
+async def replay(conn: AsyncConnection, organisation_id: str, event_id: str, now: datetime,
+                 endpoint_id: str | None = None) -> int | None:
+    """Deliver an event again to every endpoint of its organisation subscribed to its type now (or only
+    to `endpoint_id`, when given and subscribed): a failed or delivered delivery starts a new round of
+    the retry schedule at once, an endpoint added since the event gets a first delivery, a pending one is
+    left alone. Returns how many deliveries are now pending (None: no such event)."""
     event = (await conn.execute(select(e.c.id, e.c.type, e.c.fanned_out_at).where(
         e.c.id == event_id, e.c.organisation_id == organisation_id).with_for_update())).first()
     if event is None:
@@ -90,8 +92,9 @@ async def replay(conn: AsyncConnection, organisation_id: str, event_id: str, now
     if event.fanned_out_at is None:
         # Not fanned out yet: the worker will create its deliveries with the endpoints of that moment.
         return 0
+    chosen = webhook_endpoints.c.id == endpoint_id if endpoint_id is not None else true()
     endpoints = await conn.execute(select(webhook_endpoints.c.id, webhook_endpoints.c.event_types).where(
-        webhook_endpoints.c.organisation_id == organisation_id, webhook_endpoints.c.deleted_at.is_(None),
+        webhook_endpoints.c.organisation_id == organisation_id, receiving(), chosen,
     ).with_for_update(read=True))
     wanted = [row.id for row in endpoints if subscribed(row.event_types, event.type)]
     if not wanted:

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from vip.ids import new_id
 from vip.store.tables import outbox_events, webhook_deliveries, webhook_endpoints
 from vip.webhooks.catalogue import subscribed
+from vip.webhooks.store import receiving
 
 d, ep, ev = webhook_deliveries, webhook_endpoints, outbox_events
 
@@ -34,7 +35,7 @@ async def fan_out(engine: AsyncEngine, now: datetime, batch: int) -> tuple[int, 
         orgs = {e.organisation_id for e in events if e.organisation_id is not None}
         endpoints = list(await conn.execute(
             select(ep.c.id, ep.c.organisation_id, ep.c.event_types)
-            .where(ep.c.organisation_id.in_(orgs), ep.c.deleted_at.is_(None))
+            .where(ep.c.organisation_id.in_(orgs), receiving())
             .with_for_update(read=True))) if orgs else []
         rows = [{"id": new_id("whd"), "event_id": e.id, "endpoint_id": endpoint.id, "status": "pending",
                  "attempts": 0, "next_attempt_at": now, "created_at": now}

@@ -7,15 +7,15 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import Boolean, bindparam, case, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from vip.store.tables import webhook_attempts, webhook_deliveries
+from vip.store.tables import webhook_attempts, webhook_deliveries, webhook_endpoints
 from vip.webhooks.claims import Job
 from vip.webhooks.schedule import next_attempt_after_failure
 from vip.webhooks.sender import Sent
 
-d = webhook_deliveries
+d, ep = webhook_deliveries, webhook_endpoints
 
 
 def settle(job: Job, attempted_at: datetime, finished_at: datetime, sent: Sent) -> tuple[str, dict]:
@@ -27,7 +27,8 @@ def settle(job: Job, attempted_at: datetime, finished_at: datetime, sent: Sent) 
         retry_at = next_attempt_after_failure(attempts, finished_at)
         outcome, status = ("retrying", "pending") if retry_at is not None else ("failed", "failed")
     return outcome, {
-        "b_id": job.delivery_id, "b_status": status, "b_attempts": attempts, "b_last": attempted_at,
+        "b_id": job.delivery_id, "b_endpoint": job.endpoint_id, "b_ok": sent.error is None,
+        "b_status": status, "b_attempts": attempts, "b_last": attempted_at,
         "b_next": retry_at, "b_delivered": finished_at if status == "delivered" else None,
         "b_code": sent.status_code, "b_error": sent.error, "b_ms": round(sent.elapsed_s * 1000)}
 
@@ -54,6 +55,15 @@ class OutcomeWriter:
         self._pending, self._flush = [], None
         try:
             async with self.engine.begin() as conn:
+                # Since when each endpoint has only failed: cleared by a delivery, set by the first failure
+                # after one (the worker disables an endpoint failing for days). Only a change writes (a
+                # healthy endpoint's row is never locked here), endpoints before deliveries and in id
+                # order, as deleting an endpoint locks them.
+                ok = bindparam("b_ok", type_=Boolean)
+                changes = (ok & ep.c.failing_since.is_not(None)) | (~ok & ep.c.failing_since.is_(None))
+                await conn.execute(update(ep).where(ep.c.id == bindparam("b_endpoint"), changes).values(
+                    failing_since=case((ok, None), else_=bindparam("b_last"))),
+                    sorted(batch, key=lambda row: row["b_endpoint"]))
                 await conn.execute(webhook_attempts.insert().values(
                     delivery_id=bindparam("b_id"), attempted_at=bindparam("b_last"),
                     status_code=bindparam("b_code"), error=bindparam("b_error"),

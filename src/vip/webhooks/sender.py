@@ -90,15 +90,23 @@ def refused_literal(url: str) -> str | None:
     return f"the URL's host {host} is {reason}; webhooks go to public addresses" if reason else None
 
 
+def delivery_headers(event_id: str, body: bytes, secrets_newest_first: list[str],
+                     attempted_at: datetime) -> CIMultiDict:
+    """The headers of a delivery: one Service-Signature per secret that signs now, the event id, the
+    attempt's time (deliveries and `vip listen --forward-to` alike)."""
+    headers = CIMultiDict({"Content-Type": "application/json", EVENT_ID_HEADER: event_id,
+                           TIMESTAMP_HEADER: iso(attempted_at)})
+    for value in signatures(secrets_newest_first, body):
+        headers.add(SIGNATURE_HEADER, value)
+    return headers
+
+
 async def send(session: aiohttp.ClientSession, job: Job, attempted_at: datetime, timeout_s: float, *,
                guarded: bool = True) -> Sent:
     """POST the job's event to its endpoint once. When `guarded` (outside local development) a host
     written as a private IP address is refused here; `session` must then come from
     `new_session(guarded=True)`, whose resolver refuses names that resolve to one."""
-    headers = CIMultiDict({"Content-Type": "application/json", EVENT_ID_HEADER: job.event_id,
-                           TIMESTAMP_HEADER: iso(attempted_at)})
-    for value in signatures(job.secrets, job.body):
-        headers.add(SIGNATURE_HEADER, value)
+    headers = delivery_headers(job.event_id, job.body, job.secrets, attempted_at)
     status_code: int | None = None
     error: str | None = None
     started = time.perf_counter()

@@ -1,5 +1,5 @@
 """Webhook operations of the API, one function each: an organisation's endpoints (create, list, delete,
-rotate the secret) and its events (list, read with deliveries, replay)."""
+enable, rotate the secret), its events (list, read with deliveries, replay) and test events."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip.clock import WallClock
 from vip.config import WebhookConfig
-from vip.errors import NotFound, Unprocessable, ValidationFailed
+from vip.errors import Conflict, NotFound, Unprocessable, ValidationFailed
+from vip.store.outbox import record_event
 from vip.token_cipher import TokenCipher
 from vip.webhooks import events, store
+from vip.webhooks.samples import sample_object, sampled_types
 from vip.webhooks.urls import check_endpoint_host, check_endpoint_url
 
 # Webhook timing (created, rotation overlap, replays) is wall-clock time, like the delivery worker's.
@@ -55,6 +57,15 @@ async def delete_endpoint(engine: AsyncEngine, organisation_id: str, endpoint_id
     """Stop delivering to an endpoint (its pending deliveries are cancelled)."""
     async with engine.begin() as conn:
         endpoint = await store.delete_endpoint(conn, organisation_id, endpoint_id, await WALL.now())
+    if endpoint is None:
+        raise _endpoint_not_found(endpoint_id)
+    return endpoint
+
+
+async def enable_endpoint(engine: AsyncEngine, organisation_id: str, endpoint_id: str) -> store.Endpoint:
+    """Deliver to an endpoint disabled for failing again (an enabled one is answered as it is)."""
+    async with engine.begin() as conn:
+        endpoint = await store.enable_endpoint(conn, organisation_id, endpoint_id)
     if endpoint is None:
         raise _endpoint_not_found(endpoint_id)
     return endpoint
@@ -123,15 +134,43 @@ async def get_event(engine: AsyncEngine, organisation_id: str, event_id: str) ->
         return await _detail(conn, organisation_id, event_id)
 
 
-async def replay_event(engine: AsyncEngine, organisation_id: str, event_id: str) -> EventDetail:
-    """Deliver an event again to every endpoint subscribed to its type now (events.replay); refused when
-    none is and no delivery is still pending."""
+async def replay_event(engine: AsyncEngine, organisation_id: str, event_id: str,
+                       endpoint_id: str | None = None) -> EventDetail:
+    """Deliver an event again to every endpoint subscribed to its type now, or only to `endpoint_id`
+    (events.replay); refused when none is and no delivery is still pending."""
     async with engine.begin() as conn:
-        queued = await events.replay(conn, organisation_id, event_id, await WALL.now())
+        if endpoint_id is not None:
+            endpoint = await store.get_endpoint(conn, organisation_id, endpoint_id)
+            if endpoint is None:
+                raise _endpoint_not_found(endpoint_id)
+            if endpoint.disabled_at is not None:
+                raise Conflict(f"webhook endpoint {endpoint_id} is disabled; enable it first",
+                               {"endpoint_id": endpoint_id}, code="ERR_WEBHOOK_ENDPOINT_DISABLED")
+        queued = await events.replay(conn, organisation_id, event_id, await WALL.now(), endpoint_id)
         if queued is None:
             raise _event_not_found(event_id)
         detail = await _detail(conn, organisation_id, event_id)
+    if endpoint_id is not None and queued == 0:
+        raise Unprocessable(f"webhook endpoint {endpoint_id} does not receive {detail.event.type} events",
+                            {"endpoint_id": endpoint_id, "type": detail.event.type},
+                            code="ERR_NO_WEBHOOK_ENDPOINT")
     if queued == 0 and detail.event.delivery_status != "pending":
         raise Unprocessable("no webhook endpoint of the organisation receives this event type",
                             {"type": detail.event.type}, code="ERR_NO_WEBHOOK_ENDPOINT")
     return detail
+
+
+# --- the developer loop: test events and the live stream -----------------------------------------------
+
+async def trigger_event(engine: AsyncEngine, organisation_id: str, event_type: str) -> Any:
+    """Record a test event of `event_type` for the organisation: the type's sample object, with
+    `data.test: true`; delivered to its subscribed endpoints and seen by `vip listen` like any other."""
+    try:
+        obj = sample_object(event_type)
+    except KeyError as exc:
+        raise ValidationFailed(f"unknown event type {event_type}; one of: {', '.join(sampled_types())}",
+                               {"type": "unknown event type"}) from exc
+    async with engine.begin() as conn:
+        event_id = await record_event(conn, event_type, obj, created_at=await WALL.now(),
+                                      organisation_id=organisation_id, test=True)
+        return await events.load_event(conn, organisation_id, event_id)

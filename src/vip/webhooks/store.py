@@ -1,4 +1,5 @@
-"""Webhook endpoints of an organisation: create, list, delete, rotate the signing secret.
+"""Webhook endpoints of an organisation: create, list, delete, rotate the signing secret, disable those
+that keep failing and enable them again.
 
 Signing secrets are kept sealed (vip.token_cipher, `seal_text`, the endpoint id bound in) under the key
 ring of `api.token_key`; they are opened only to sign a delivery (vip.webhooks.claims) and shown in clear
@@ -8,13 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from vip.formats import iso
 from vip.ids import new_id
+from vip.store.outbox import record_event
 from vip.store.tables import webhook_deliveries, webhook_endpoints
 from vip.token_cipher import Resealed, TokenCipher, TokenUnreadable
+from vip.webhooks.catalogue import ALL, ENDPOINT_DISABLED
 from vip.webhooks.signing import new_secret
 
 
@@ -30,12 +35,42 @@ class Endpoint:
     created_at: datetime
     previous_secret_expires_at: datetime | None
     deleted_at: datetime | None
+    disabled_at: datetime | None = None
+    disabled_reason: str | None = None
+
+    @property
+    def status(self) -> str:
+        if self.deleted_at is not None:
+            return "deleted"
+        return "disabled" if self.disabled_at is not None else "enabled"
 
 
 def _endpoint(row) -> Endpoint:
     return Endpoint(row.id, row.organisation_id, row.url, row.description,
                     list(row.event_types) if row.event_types is not None else None, row.created_at,
-                    row.previous_secret_expires_at, row.deleted_at)
+                    row.previous_secret_expires_at, row.deleted_at, row.disabled_at, row.disabled_reason)
+
+
+def endpoint_json(endpoint: Endpoint, secret: str | None = None) -> dict[str, Any]:
+    """The WebhookEndpoint resource: API answers and the `webhook_endpoint.disabled` event."""
+    body: dict[str, Any] = {
+        "id": endpoint.id, "url": endpoint.url, "description": endpoint.description,
+        "event_types": endpoint.event_types if endpoint.event_types is not None else [ALL],
+        "status": endpoint.status,
+        "created_at": iso(endpoint.created_at),
+        "previous_secret_expires_at": iso(endpoint.previous_secret_expires_at),
+        "deleted_at": iso(endpoint.deleted_at),
+        "disabled_at": iso(endpoint.disabled_at),
+        "disabled_reason": endpoint.disabled_reason,
+    }
+    if secret is not None:
+        body["secret"] = secret
+    return body
+
+
+def receiving():
+    """Endpoints that receive deliveries: neither deleted nor disabled."""
+    return webhook_endpoints.c.deleted_at.is_(None) & webhook_endpoints.c.disabled_at.is_(None)
 
 
 def secret_context(endpoint_id: str) -> str:
@@ -85,6 +120,12 @@ async def list_endpoints(conn: AsyncConnection, organisation_id: str) -> list[En
     return [_endpoint(r) for r in rows]
 
 
+async def get_endpoint(conn: AsyncConnection, organisation_id: str, endpoint_id: str) -> Endpoint | None:
+    """The organisation's endpoint (None: no such endpoint, or deleted)."""
+    row = (await conn.execute(select(webhook_endpoints).where(_active(organisation_id, endpoint_id)))).first()
+    return _endpoint(row) if row is not None else None
+
+
 def _active(organisation_id: str, endpoint_id: str):
     return ((webhook_endpoints.c.id == endpoint_id)
             & (webhook_endpoints.c.organisation_id == organisation_id)
@@ -100,13 +141,55 @@ async def delete_endpoint(conn: AsyncConnection, organisation_id: str, endpoint_
         return None
     # The fan-out reads endpoints FOR SHARE, so no pending delivery for this endpoint can appear after
     # this statement: it either committed before (and is cancelled here) or sees the endpoint deleted.
+    await _cancel_pending(conn, endpoint_id)
+    return _endpoint(row)
+
+
+async def _cancel_pending(conn: AsyncConnection, endpoint_id: str) -> None:
     pending = (webhook_deliveries.c.endpoint_id == endpoint_id) & (webhook_deliveries.c.status == "pending")
     # Locked in id order first, like the worker's outcome writes, so the two never deadlock.
     await conn.execute(select(webhook_deliveries.c.id).where(pending).order_by(webhook_deliveries.c.id)
                        .with_for_update())
     await conn.execute(update(webhook_deliveries).where(pending).values(status="cancelled",
                                                                         next_attempt_at=None))
-    return _endpoint(row)
+
+
+async def enable_endpoint(conn: AsyncConnection, organisation_id: str, endpoint_id: str) -> Endpoint | None:
+    """Deliver to a disabled endpoint again (events of the disabled time reach it only by replay); an
+    enabled endpoint is answered as it is. None: no such endpoint (or deleted)."""
+    row = (await conn.execute(update(webhook_endpoints).where(_active(organisation_id, endpoint_id))
+                              .values(disabled_at=None, disabled_reason=None, failing_since=None)
+                              .returning(*webhook_endpoints.c))).first()
+    return _endpoint(row) if row is not None else None
+
+
+def disable_reason(failing_since: datetime, days: float) -> str:
+    return f"every delivery attempt failed since {iso(failing_since)} (more than {days:g} days)"
+
+
+async def disable_failing(conn: AsyncConnection, endpoint_ids: list[str], now: datetime,
+                          after: timedelta) -> list[Endpoint]:
+    """Disable those of `endpoint_ids` whose attempts have all failed for `after` or longer: their
+    pending deliveries are cancelled and `webhook_endpoint.disabled` is recorded for their organisation
+    (delivered to its other endpoints, seen by `vip listen`). Returns the endpoints disabled."""
+    rows = list(await conn.execute(
+        select(webhook_endpoints.c.id, webhook_endpoints.c.failing_since).where(
+            webhook_endpoints.c.id.in_(endpoint_ids), receiving(),
+            webhook_endpoints.c.failing_since <= now - after)
+        .order_by(webhook_endpoints.c.id).with_for_update(skip_locked=True)))
+    disabled = []
+    for candidate in rows:
+        row = (await conn.execute(update(webhook_endpoints).where(webhook_endpoints.c.id == candidate.id)
+                                  .values(disabled_at=now,
+                                          disabled_reason=disable_reason(
+                                              candidate.failing_since, after / timedelta(days=1)))
+                                  .returning(*webhook_endpoints.c))).one()
+        endpoint = _endpoint(row)
+        await _cancel_pending(conn, endpoint.id)
+        await record_event(conn, ENDPOINT_DISABLED, endpoint_json(endpoint), created_at=now,
+                           organisation_id=endpoint.organisation_id)
+        disabled.append(endpoint)
+    return disabled
 
 
 async def rotate_secret(conn: AsyncConnection, organisation_id: str, endpoint_id: str, now: datetime,

@@ -27,7 +27,7 @@ from vip.clock import Clock
 from vip.config import WebhookConfig
 from vip.run_loop import run_steps
 from vip.token_cipher import TokenCipher
-from vip.webhooks import claims, fanout, outcomes, sender
+from vip.webhooks import claims, fanout, outcomes, sender, store
 from vip.webhooks.claims import Job
 from vip.webhooks.listener import listen_for_events
 from vip.webhooks.sender import ERROR_TEXT_LIMIT
@@ -101,7 +101,19 @@ class DeliveryWorker:
         self.log.info("webhook attempt", event_id=job.event_id, event_type=job.event_type,
                       endpoint_id=job.endpoint_id, attempt=job.attempts_before + 1, outcome=outcome,
                       status_code=sent.status_code, error=sent.error, ms=round(sent.elapsed_s * 1000))
+        if outcome != "delivered" and self.config.disable_after_days > 0:
+            await self.disable_if_failing(job.endpoint_id)
         return outcome
+
+    async def disable_if_failing(self, endpoint_id: str) -> None:
+        """Disable the endpoint when every attempt has failed for `disable_after_days`."""
+        after = timedelta(days=self.config.disable_after_days)
+        async with self.engine.begin() as conn:
+            disabled = await store.disable_failing(conn, [endpoint_id], await self.clock.now(), after)
+        for endpoint in disabled:
+            self.log.warning("webhook endpoint disabled: every attempt failed for days",
+                             endpoint_id=endpoint.id, organisation_id=endpoint.organisation_id,
+                             url=endpoint.url, reason=endpoint.disabled_reason)
 
     # --- slots -----------------------------------------------------------------------------------------
 
