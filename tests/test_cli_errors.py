@@ -4,6 +4,7 @@ real PostgreSQL."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import socket
@@ -15,6 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from tests.support.webhooks import PRODUCTION_SECRETS
+from vip.cli import build_parser
 from vip.devstack.anvil import free_port, free_ports
 from vip.devstack.dev import wait_http
 from vip.metrics import package_version
@@ -131,6 +133,7 @@ def test_version():
     (["dev"], ["(default: 8080)", "(default: 8545)", "(default: 9464)", "(default: .vip-dev)"]),
     (["keys", "create"], ["(default: read,write)"]),
     (["time-travel"], ["(default: local)", "(default: 1)"]),
+    (["webhooks", "events"], ["(default: 20)"]),
 ])
 def test_help_shows_defaults(command, shown):
     done = run(*command, "--help")
@@ -152,3 +155,19 @@ def test_library_log_lines_use_the_same_structured_format():
     assert (record["event"], record["level"], record["logger"]) == ("handler failed: boom", "error",
                                                                     "aiohttp.server")
     assert "timestamp" in record
+
+
+def test_every_option_of_every_command_says_what_it_is():
+    """Every argument has a help text (so its default, when it has one, is shown beside it)."""
+    missing = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(child, f"{path} {name}")
+            elif not isinstance(action, argparse._HelpAction | argparse._VersionAction) and not action.help:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "vip")
+    assert not missing, missing

@@ -23,12 +23,12 @@ def add_funding_wallets_parser(sub) -> argparse.ArgumentParser:
     parser = sub.add_parser("funding-wallets", help="funding wallets: list, default, remove")
     commands = parser.add_subparsers(dest="funding_command", required=True)
     commands.add_parser("list", help="list the registered funding wallets (* marks the default)") \
-        .add_argument("--org", required=True)
+        .add_argument("--org", required=True, help="the organisation's name")
     for name, what in (("default", "make a registered funding wallet the organisation's default"),
                        ("remove", "remove a funding wallet no open payment intent names")):
         command = commands.add_parser(name, help=what)
-        command.add_argument("address")
-        command.add_argument("--org", required=True)
+        command.add_argument("address", help="the funding wallet's address, any case")
+        command.add_argument("--org", required=True, help="the organisation's name")
     return parser
 
 
