@@ -25,11 +25,22 @@ from vip.store.outbox import record_event
 from vip.token_cipher import TokenCipher
 
 HUNG_REQUEST = 3  # the receiver never answers its third request (the daemon is killed during it)
-NO_NETWORKS = ("--allow-no-networks",)  # this daemon only delivers webhooks
 
 
-def daemon_toml() -> str:
+def daemon_toml(rpc_url: str) -> str:
+    # A development stack (a local network: the session's Anvil, nothing watched), since production refuses
+    # plain-http webhook URLs and the receiver is plain http on loopback.
     return f"""
+[networks.local]
+chain_id = 31337
+rpc_url = "{rpc_url}"
+local = true
+finality_depth = 3
+mode = "watched"
+
+[networks.local.tokens.USDC]
+address = "0x5fbdb2315678afecb367f032d93f642f64180aa3"
+
 [daemon]
 metrics_port = {free_port()}
 
@@ -60,18 +71,18 @@ def kill(proc) -> None:
     proc.wait()
 
 
-async def test_kill_9_after_commit_and_mid_attempt_loses_nothing(database_url, engine, tmp_path):
+async def test_kill_9_after_commit_and_mid_attempt_loses_nothing(database_url, engine, tmp_path, anvil):
     receiver = await Receiver(respond=lambda n: None if n == HUNG_REQUEST else 200).start()
     config = tmp_path / "daemon.toml"
-    config.write_text(daemon_toml())
-    # No local network: production, with its own secrets; the receiver is on loopback (allow_http).
+    config.write_text(daemon_toml(anvil.rpc_url))
+    # The production key ring seals the endpoint's secret; the receiver is on loopback (allow_http).
     env = {"DATABASE_URL": database_url, "VIP_CONFIG": str(config), "VIP_LOG_FORMAT": "json",
            **PRODUCTION_SECRETS}
     log = tmp_path / "daemon.log"
     org = await organisation(engine)
     await make_endpoint(engine, org, receiver.url, cipher=TokenCipher.from_text(PRODUCTION_TOKEN_KEY))
     committed: list[str] = []
-    proc = spawn_indexer(env, log, *NO_NETWORKS)
+    proc = spawn_indexer(env, log)
     try:
         # 1. The daemon is up and delivering.
         committed.append(await commit_event(engine, org, 0))
@@ -81,7 +92,7 @@ async def test_kill_9_after_commit_and_mid_attempt_loses_nothing(database_url, e
         for n in range(1, 5):
             committed.append(await commit_event(engine, org, n))
             kill(proc)
-            proc = spawn_indexer(env, log, *NO_NETWORKS)
+            proc = spawn_indexer(env, log)
         await wait_for(lambda: set(receiver.event_ids()) >= set(committed[:HUNG_REQUEST - 1]),
                        "the deliveries after the first kills")
 
@@ -89,7 +100,7 @@ async def test_kill_9_after_commit_and_mid_attempt_loses_nothing(database_url, e
         await wait_for(lambda: len(receiver.received) >= HUNG_REQUEST, "the hung request")
         hung = receiver.received[HUNG_REQUEST - 1].one("Service-Event-Id")
         kill(proc)
-        proc = spawn_indexer(env, log, *NO_NETWORKS)
+        proc = spawn_indexer(env, log)
         committed.append(await commit_event(engine, org, 5))
 
         # Everything arrives; the hung event again (same Service-Event-Id) once its lease ends.
