@@ -305,6 +305,10 @@ PATHS.update({
 ENDPOINT_BODY = {"type": "object", "properties": {"webhook_endpoint": ref("WebhookEndpoint")},
                  "required": ["webhook_endpoint"]}
 EVENT_DETAIL_BODY = {"type": "object", "properties": {"event": ref("EventDetail")}, "required": ["event"]}
+SSE_EVENT = {"type": "object", "description": "One Server-Sent Event of the stream", "properties": {
+    "event": {"enum": ["ready", "event", "error"]}, "id": {"type": "string"},
+    "data": {"type": "string", "description": "A JSON text: see the response's description"},
+    "retry": {"type": "integer"}}, "required": ["data"]}
 STREAM_EXAMPLE = (
     'event: ready\ndata: {"secret":"whsec_2c7Jq9dVbN4mT8xR1zL5wK0pF6hS3yA","organisation_id":'
     '"org_1f3a5c7e9b2d4f6a8c0e1b3d"}\n\n: keep-alive\n\nid: evt_0423bdf0e5684b9dbddb0740e18aa0d4\n'
@@ -372,8 +376,11 @@ PATHS.update({
             "signing secret for this session), then per event `id: <event id>`, `event: event` and "
             "`data:` the delivery body exactly as a webhook carries it; `: keep-alive` comments while "
             "quiet; `event: error` (`data: {\"code\", \"message\"}`) ends it when the key is revoked. "
-            "Events committed before the stream opened are not sent"),
-            "content": {"text/event-stream": {"schema": {"type": "string"}, "example": STREAM_EXAMPLE}}}},
+            "Events committed before the stream opened are not sent. On the wire:\n\n```\n"
+            + STREAM_EXAMPLE + "```"),
+            # The schema of one event of the stream (what SSE-aware clients and checkers read per event).
+            "content": {"text/event-stream": {"schema": SSE_EVENT, "example": {
+                "event": "ready", "data": STREAM_EXAMPLE.split("\n", 2)[1].removeprefix("data: ")}}}}},
         tag="Webhooks")},
 })
 PATHS["/v1/events/{event_id}/replay"]["post"]["requestBody"]["required"] = False
