@@ -75,7 +75,8 @@ async def stored_labels(b: Borrower) -> set[tuple]:
              repr(sorted((r.payroll_match or {}).items()))) for r in rows}
 
 
-async def test_pushed_records_label_salaries_without_any_vip_and_a_second_pass_changes_nothing(harness, chain):
+async def test_pushed_records_label_salaries_without_any_vip_and_a_second_pass_changes_nothing(harness,
+                                                                                              chain):
     api, url = harness
     b = await new_borrower(api, chain)
     days = months_after(b.start, 3)

@@ -19,7 +19,7 @@ from vip.store.tables import labelling_queue
 # transfer, so each uses its address index.
 _OWNERS_OF_FINAL = text("""
 INSERT INTO labelling_queue (user_id, queued_at, due_at)
-SELECT owners.user_id, max(owners.at), max(owners.at) FROM (
+SELECT owners.user_id, now(), max(owners.at) FROM (
     SELECT w.user_id, t.block_timestamp AS at FROM token_transfers t
     JOIN wallets w ON w.network = t.network AND w.address = t.to_address
     JOIN connections wc ON wc.id = w.connection_id AND wc.status = 'active'
@@ -43,7 +43,9 @@ async def queue_user(conn: AsyncConnection, user_id: str, at: datetime) -> None:
 
 async def queue_owners_of_final(conn: AsyncConnection, network: str, low: int, high: int) -> None:
     """Queue the users whose wallets' transfers in blocks (low, high] have just become final, due at the
-    newest such transfer's time (the chain's: a local stack's clock is its chain)."""
+    newest such transfer's time (the chain's: a local stack's service clock is its chain, and may be far
+    behind the database's), queued at the database's time (the queue-age metric: a catch-up over old
+    blocks is not old work)."""
     if high > low:
         await conn.execute(_OWNERS_OF_FINAL, {"network": network, "low": low, "high": high})
 
