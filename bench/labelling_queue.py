@@ -26,7 +26,8 @@ SEED = """
 INSERT INTO organisations (id, name) VALUES ('org_b', 'bench');
 INSERT INTO users (id, organisation_id, created_at)
   SELECT 'usr_' || i, 'org_b', now() FROM generate_series(1, {users}) i;
-INSERT INTO connections (id, organisation_id, user_id, type, provider, identifier, network, status, created_at)
+INSERT INTO connections (id, organisation_id, user_id, type, provider, identifier, network, status,
+                         created_at)
   SELECT 'conw_' || i, 'org_b', 'usr_' || i, 'wallet', 'metamask', 'w' || i, 'local', 'active', now()
   FROM generate_series(1, {users}) i;
 INSERT INTO connections (id, organisation_id, user_id, type, provider, identifier, status, created_at)
