@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -166,3 +166,33 @@ async def test_a_self_funded_payout_claimed_by_a_record_is_fraud_not_income_with
     flagged = {obj["tx_hash"]: obj["fraud_type"] for _, obj in await b.events("fraud.flagged")}
     assert flagged == {out: "circular", back: "circular", sent: "wash_trade", returned: "wash_trade"}
     assert await vips(b) == 0
+
+
+async def test_a_run_absorbs_the_users_other_rows_it_can_lock_and_keeps_the_earliest_backfill_wait(
+        api: ApiHarness):
+    """Decision 164: the run of the oldest row removes the user's other rows (their changes are committed,
+    its reads see them) but not one another worker holds, and the trace's wait keeps its first start."""
+    user, other = await api.user(), await api.user()
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    async with api.engine.begin() as conn:
+        for at in (t0, t0 + timedelta(minutes=1), t0 + timedelta(minutes=2)):
+            await label_queue.queue_user(conn, user, at)
+        await label_queue.queue_user(conn, other, t0)
+        ids = list(await conn.scalars(select(labelling_queue.c.id).where(labelling_queue.c.user_id == user)
+                                      .order_by(labelling_queue.c.id)))
+        await label_queue.mark_fetch_requested(conn, ids[1], t0 - timedelta(minutes=5))
+    async with api.engine.connect() as holder:
+        await holder.begin()  # another worker holds the user's newest row
+        await holder.execute(select(labelling_queue).where(labelling_queue.c.id == ids[2]).with_for_update())
+        async with api.engine.begin() as conn:
+            row = await label_queue.take_due(conn, t0 + timedelta(hours=1))
+            assert (row.id, row.user_id) == (ids[0], user)
+            assert await label_queue.absorb_others(conn, row) == t0 - timedelta(minutes=5)
+        await holder.rollback()
+    async with api.engine.connect() as conn:
+        left = (await conn.execute(select(labelling_queue.c.id, labelling_queue.c.user_id,
+                                          labelling_queue.c.fetch_requested_at)
+                                   .order_by(labelling_queue.c.id))).all()
+    assert [(r.id, r.fetch_requested_at) for r in left if r.user_id == user] == [
+        (ids[0], t0 - timedelta(minutes=5)), (ids[2], None)]
+    assert [r.user_id for r in left if r.user_id != user] == [other]

@@ -91,7 +91,7 @@ class LabellingJob:
         if not await labels.try_lock_user_labels(conn, row.user_id):
             await label_queue.postpone(conn, row.id, now)
             return BUSY
-        await label_queue.absorb_others(conn, row)
+        fetch_requested_at = await label_queue.absorb_others(conn, row)
         wallets = await inputs.active_wallets(conn, row.user_id)
         records, platforms = await inputs.income_inputs(conn, row.user_id, self.platforms)
         if not wallets or not records:
@@ -107,7 +107,7 @@ class LabellingJob:
         async def fetch_requested(at: datetime) -> None:
             await label_queue.mark_fetch_requested(conn, row.id, at)
 
-        gathered = await self.collector.gather(conn, wallets, since, row.fetch_requested_at, fetch_requested,
+        gathered = await self.collector.gather(conn, wallets, since, fetch_requested_at, fetch_requested,
                                                bound)
         if not isinstance(gathered, TraceInputs):
             await label_queue.postpone(conn, row.id, now)

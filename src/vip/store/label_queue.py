@@ -57,14 +57,23 @@ async def take_due(conn: AsyncConnection, now: datetime):
                                .with_for_update(skip_locked=True))).first()
 
 
-async def absorb_others(conn: AsyncConnection, row) -> int:
+async def absorb_others(conn: AsyncConnection, row) -> datetime | None:
     """Remove the user's other rows this worker can lock: they were committed with their changes, so the
-    run of `row`, reading after this, sees those changes. A row another worker holds is left to it."""
+    run of `row`, reading after this, sees those changes. A row another worker holds is left to it.
+    Returns when the earliest of them first asked for the trace's backfills (the wait's limit carries
+    over, so a stream of new changes never restarts it)."""
     locked = (select(labelling_queue.c.id).where(labelling_queue.c.user_id == row.user_id,
                                                  labelling_queue.c.id != row.id)
               .with_for_update(skip_locked=True).scalar_subquery())
-    result = await conn.execute(delete(labelling_queue).where(labelling_queue.c.id.in_(locked)))
-    return result.rowcount or 0
+    asked = [at for at in await conn.scalars(delete(labelling_queue).where(labelling_queue.c.id.in_(locked))
+                                             .returning(labelling_queue.c.fetch_requested_at))
+             if at is not None]
+    if row.fetch_requested_at is not None:
+        asked.append(row.fetch_requested_at)
+    earliest = min(asked, default=None)
+    if earliest is not None and earliest != row.fetch_requested_at:
+        await mark_fetch_requested(conn, row.id, earliest)
+    return earliest
 
 
 async def done(conn: AsyncConnection, row_id: int) -> None:
