@@ -14,6 +14,7 @@ from tests.support.platforms import load_platforms
 from tests.test_api_transactions import add_transfers, add_wallet, transfer
 from tests.test_api_verification import FixedClock
 from vip.api.jsonio import dumps, loads
+from vip.reports.labelling import LabellingJob
 from vip.reports.vip_reports import request_report
 from vip.reports.worker import VipReportJob
 from vip.store.tables import chain_cursors, users, vip_reports, watched_addresses
@@ -133,3 +134,45 @@ async def test_personas_are_listed_and_refused_with_clear_errors(api: ApiHarness
     async with checked_api(aiohttp_client, production, database_url, engine) as prod:
         status, body = await call(prod, "POST", "/v1/dev/personas", {"persona": "steady_salaried"})
         assert status == 422 and body["error"]["code"] == "ERR_TEST_CLOCKS_UNAVAILABLE"
+
+
+async def test_a_users_labels_are_worked_out_at_its_clocks_time_without_a_vip(api: ApiHarness):
+    """The labelling job labels a user on a clock over the longest VIP's window at the clock's time (3 March
+    2026: from March 2025), not at the service's (January 2028, a window that starts after the records):
+    the September 2025 payment is labelled, the salaries are income, and no VIP was asked for."""
+    status, body = await call(api, "POST", "/v1/test-clocks", {"frozen_time": FROZEN.isoformat()})
+    status, body = await call(api, "POST", "/v1/users", {"test_clock": body["test_clock"]["id"]})
+    user = body["user"]["id"]
+    wallet, landlord = "0x" + "f2" * 20, "0x" + "1a" * 20
+    await add_wallet(api.engine, "acme", user, wallet)
+    paid = [datetime(2026, 1, 25, 12, tzinfo=UTC), datetime(2026, 2, 25, 12, tzinfo=UTC)]
+    rent = transfer(300, 0, wallet, landlord, 900 * 10**6)
+    rent["block_timestamp"] = datetime(2025, 9, 1, 12, tzinfo=UTC)
+    rows = [transfer(310 + i, 0, EMPLOYER, wallet, 5000 * 10**6) for i in range(len(paid))]
+    for row, moment in zip(rows, paid, strict=True):
+        row["block_timestamp"] = moment
+    await add_transfers(api.engine, [rent, *rows])
+    async with api.engine.begin() as conn:
+        await conn.execute(insert(chain_cursors).values(network="local", chain_id=31337, block_number=1000))
+        await conn.execute(insert(watched_addresses).values(
+            network="local", address=EMPLOYER, reason="counterparty",
+            start_time=datetime(2025, 1, 1, tzinfo=UTC), backfill_done_at=FROZEN))
+    status, body = await call(api, "POST", "/v1/connect/platform/direct", {
+        "user_id": user, "platform": "paystream", "source_type": "payroll", "account_id": "a-clock-labels",
+        "data": {"account_holder": "Jane", "currency": "USD", "transaction_history": [
+            {"date": f"{m:%Y-%m-%d}", "amount": 5000, "direction": "inbound", "from_reference": EMPLOYER}
+            for m in paid]}})
+    assert status == 201, body
+    job = LabellingJob(api.settings, api.engine, FixedClock(datetime(2028, 1, 10, tzinfo=UTC)),
+                       load_platforms())
+    while await job.run_once():
+        pass
+    status, body = await call(api, "GET", f"/v1/transactions?user_id={user}&limit=50")
+    assert status == 200, body
+    shown = {t["tx_hash"]: t for t in body["transactions"]}
+    assert shown[rent["tx_hash"]]["classification"] == "p2p"
+    assert {shown[r["tx_hash"]]["classification"] for r in rows} == {"verified_income"}
+    assert [shown[r["tx_hash"]]["payroll_match"]["payroll_period"] for r in rows] == ["2026-01", "2026-02"]
+    async with api.engine.connect() as conn:
+        made = (await conn.execute(select(vip_reports.c.id).where(vip_reports.c.user_id == user))).first()
+    assert made is None

@@ -296,6 +296,30 @@ def test_six_honest_salaries_verified():
     assert all(lbl.payroll_match["match_confidence"] == "exact" for lbl in labels.values())
 
 
+def test_a_flag_stored_by_an_earlier_run_is_kept_and_the_transfer_never_matches():
+    """Decision 163: a transfer an earlier run flagged stays flagged, so no later run makes it income."""
+    c = Chain()
+    days = months(2)
+    transfers = [c.t(EMPLOYER, ME, 5000 * USDC, datetime.combine(d, datetime.min.time(), UTC)
+                     + timedelta(hours=14)) for d in days]
+    wallet = Wallet("wal_1", ME, "local")
+    records = salary_records(Decimal(5000), days)
+    prior = {(ME, transfers[0].key): ("ERR_CIRCULAR_FLOW", "ERR_UNVERIFIED_SOURCE")}
+    outcome = verify([wallet], transfers, records, [PLATFORM], ["2026-01", "2026-02"], CONFIG,
+                     prior_flags=prior)
+    first, second = (outcome.labels[wallet][t.key] for t in transfers)
+    assert first.classification == "circular" and first.fraud_flags == ("ERR_CIRCULAR_FLOW",)
+    assert first.payroll_match is None
+    assert second.classification == "verified_income"
+    assert [r.verified for r in outcome.periods] == [False, True]
+    assert [(f.transfer, f.code, f.funding) for f in outcome.findings] == [
+        (transfers[0], "ERR_CIRCULAR_FLOW", None)]
+    # The same inputs again: the same labels.
+    again = verify([wallet], transfers, records, [PLATFORM], ["2026-01", "2026-02"], CONFIG,
+                   prior_flags=prior)
+    assert again.labels == outcome.labels
+
+
 def test_shortfalls_give_tiers_and_a_mismatch_with_details():
     c = Chain()
     days = months(3)

@@ -94,12 +94,15 @@ def could_be_income(t: Transfer, records: Sequence[IncomeRecord], config: Matchi
 
 def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Sequence[IncomeRecord],
            platforms: Sequence[Platform], periods: Sequence[str], config: VerificationConfig, *,
-           known: Mapping[str, Collection[str]] | None = None, capped: Collection[str] = ()) -> Outcome:
+           known: Mapping[str, Collection[str]] | None = None, capped: Collection[str] = (),
+           prior_flags: Mapping[tuple[str, TransferKey], Collection[str]] | None = None) -> Outcome:
     """`periods`: the VIP's window (its figures); `records`: every inbound income record of the user (all of
     them label the transfers they match, in the window or not). `transfers`: every indexed transfer from
     the earliest of those (less the matching and trace windows) that touches the wallets or the addresses
     fetched for the funding trace. `known`: per network, the addresses whose history in the window is complete
-    (None: every address `transfers` mentions); `capped`: networks where the trace's fetch hit its cap."""
+    (None: every address `transfers` mentions); `capped`: networks where the trace's fetch hit its cap.
+    `prior_flags`: wash and circular flags an earlier run raised, by (wallet address, transfer key): kept
+    as if raised now (without evidence), so a flagged transfer never becomes income (decision 163)."""
     by_network: dict[str, list[Transfer]] = defaultdict(list)
     for t in transfers:
         by_network[t.network].append(t)
@@ -155,6 +158,8 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
                 flags[side].add(code)
                 evidence[(*side, code)] = funding
         inflows += arriving
+    for side, codes in (prior_flags or {}).items():
+        flags[side] |= {c for c in codes if c in FRAUD_TYPES}
     flagged_keys: dict[TransferKey, tuple[str, ...]] = {}
     for (_, key), codes in flags.items():
         flagged_keys[key] = tuple(sorted(set(flagged_keys.get(key, ())) | codes))

@@ -21,6 +21,7 @@ from vip.indexer.fetcher import LogFetcher
 from vip.indexer.follower import Follower
 from vip.indexer.ranges import AdaptiveRange
 from vip.payments.worker import payment_tasks
+from vip.reports.labelling import LabellingJob  # verification: labels without a VIP
 from vip.reports.worker import VipReportJob  # verification: VIP generation job
 from vip.store.engine import create_engine
 from vip.webhooks.worker import DeliveryWorker
@@ -112,6 +113,9 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
     # Verification: the VIP generation job (not bound to a network; several daemons share its rows).
     vip_job = VipReportJob(settings, engine, clock, settings.platforms)
     tasks.append(asyncio.create_task(vip_job.run(stop), name="vip-report-job"))
+    # Labels between VIPs: records stored, wallets connected, transfers become final (decision 162).
+    labelling = LabellingJob(settings, engine, clock, settings.platforms)
+    tasks.append(asyncio.create_task(labelling.run(stop), name="labelling-job"))
     # Webhooks (issue 6): the retry schedule runs on the wall clock (receivers recover in real time, not in
     # chain time). The worker stops on `stop` by itself, letting attempts under way finish.
     worker = DeliveryWorker(engine, WallClock(), settings.webhooks, cipher=settings.api.cipher())

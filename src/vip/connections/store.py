@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from vip.connections.income_records import IncomeRecord
 from vip.errors import Conflict
 from vip.ids import new_id
+from vip.store import label_queue
 from vip.store.tables import connections, income_records, wallets
 
 
@@ -81,6 +82,8 @@ async def insert_wallet_connection(conn: AsyncConnection, *, organisation_id: st
         await conn.execute(wallets.insert().values(
             id=new_id("wal"), organisation_id=organisation_id, user_id=user_id, connection_id=row.id,
             address=address, network=network, created_at=now))
+        # Its history (once backfilled) may pay the user's records: label it without waiting for a VIP.
+        await label_queue.queue_user(conn, user_id, now)
     return row
 
 
@@ -121,6 +124,7 @@ async def upsert_platform_connection(
             raise Conflict("the connection changed while it was being synced; retry",
                            {"account_id": account_id}, code="ERR_CONNECTION_CHANGED")
     await replace_income_records(conn, row.id, records, existing=not created)
+    await label_queue.queue_user(conn, user_id, now)
     return row, created
 
 
@@ -143,4 +147,5 @@ async def resync_platform_connection(conn: AsyncConnection, *, connection_id: st
     ).values(identifier=holder, last_synced_at=now).returning(*connections.c))).first()
     if row is not None:
         await replace_income_records(conn, row.id, records)
+        await label_queue.queue_user(conn, row.user_id, now)
     return row

@@ -511,6 +511,24 @@ vip_reports = Table(
     Index("ix_vip_reports_due", "next_attempt_at", postgresql_where=text("status = 'pending'")),
 )
 
+# Users whose transfer labels are to be worked out again (decision 162): a row per change that labels depend
+# on (records stored, a wallet connected, transfers of a user's wallet become final), worked by the daemon's
+# labelling job, which removes every row of the user it saw. Rows are only ever inserted by the changes, so
+# an insert never waits for a running job.
+labelling_queue = Table(
+    "labelling_queue",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("user_id", Text, ForeignKey("users.id"), nullable=False),
+    Column("queued_at", DateTime(timezone=True), nullable=False),
+    Column("due_at", DateTime(timezone=True), nullable=False),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    # When the job asked the indexer for the trace's counterparties (as vip_reports.fetch_requested_at).
+    Column("fetch_requested_at", DateTime(timezone=True)),
+    Index(None, "due_at", "id"),
+    Index(None, "user_id"),
+)
+
 # One risk score per VIP, computed on first request and answered from here afterwards.
 risk_scores = Table(
     "risk_scores",
