@@ -154,9 +154,12 @@ async def test_a_users_labels_are_worked_out_at_its_clocks_time_without_a_vip(ap
     await add_transfers(api.engine, [rent, *rows])
     async with api.engine.begin() as conn:
         await conn.execute(insert(chain_cursors).values(network="local", chain_id=31337, block_number=1000))
-        await conn.execute(insert(watched_addresses).values(
-            network="local", address=EMPLOYER, reason="counterparty",
-            start_time=datetime(2025, 1, 1, tzinfo=UTC), backfill_done_at=FROZEN))
+        # Every counterparty's history is already fetched (no indexer runs here): the job never waits on a
+        # fetch, so the outcome cannot depend on how fast this machine is.
+        for counterparty in (EMPLOYER, landlord):
+            await conn.execute(insert(watched_addresses).values(
+                network="local", address=counterparty, reason="counterparty",
+                start_time=datetime(2025, 1, 1, tzinfo=UTC), backfill_done_at=FROZEN))
     status, body = await call(api, "POST", "/v1/connect/platform/direct", {
         "user_id": user, "platform": "paystream", "source_type": "payroll", "account_id": "a-clock-labels",
         "data": {"account_holder": "Jane", "currency": "USD", "transaction_history": [
