@@ -45,6 +45,8 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from vip.devstack.rpc_front import RpcFrontServer
+
 HTTP_FAULTS = ("http_error", "rate_limited", "timeout", "dropped")
 HEAD_TAGS = (None, "latest", "pending", "safe", "finalized")
 
@@ -77,18 +79,17 @@ def _block(tag: Any, head: int) -> int:
     return head if tag in HEAD_TAGS else 0 if tag == "earliest" else int(tag, 16)
 
 
-class RpcFaultProxy:
+class RpcFaultProxy(RpcFrontServer):
+    thread_name = "rpc-fault-proxy"
+
     def __init__(self, upstream_url: str, plan: FaultPlan) -> None:
-        self.upstream_url = upstream_url
-        self.url: str | None = None
+        super().__init__(upstream_url)
         self.injected: list[tuple[int, str, str]] = []
         self.counts: Counter[str] = Counter()
         self.requests = 0
         self._lock = threading.Lock()
         self._paused = 0
         self.set_plan(plan)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
 
     # -- control (any thread) ------------------------------------------------------------------
     @property
@@ -110,53 +111,6 @@ class RpcFaultProxy:
         finally:
             with self._lock:
                 self._paused -= 1
-
-    def start(self) -> str:
-        if self._thread is not None:
-            raise RuntimeError("proxy already started")
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="rpc-fault-proxy", daemon=True)
-        self._thread.start()
-        try:
-            port = asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(10)
-        except BaseException:
-            self.stop()
-            raise
-        self.url = f"http://127.0.0.1:{port}"
-        return self.url
-
-    def stop(self) -> None:
-        if self._thread is None or self._loop is None:
-            return
-        with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(15)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-        self._thread = self._loop = None
-
-    def __enter__(self) -> RpcFaultProxy:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    # -- server (proxy loop) -------------------------------------------------------------------
-    async def _serve(self) -> int:
-        self._closing = asyncio.Event()
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
-        app = web.Application(client_max_size=64 * 2**20)
-        app.router.add_route("POST", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        return self._runner.addresses[0][1]
-
-    async def _shutdown(self) -> None:
-        self._closing.set()  # releases requests held by the `timeout` fault
-        await self._runner.cleanup()
-        await self._session.close()
 
     def _record(self, number: int, method: str, kind: str) -> None:
         self.injected.append((number, method, kind))

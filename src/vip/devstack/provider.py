@@ -39,9 +39,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import aiohttp
 import orjson
 from aiohttp import web
+
+from vip.devstack.rpc_front import RpcFrontServer
 
 HEAD_TAGS = ("latest", "pending")
 FINALITY_TAGS = ("safe", "finalized")
@@ -179,8 +180,11 @@ def _result(item: dict, result: Any) -> dict:
     return {"jsonrpc": "2.0", "id": item.get("id"), "result": result}
 
 
-class ProviderStandIn:
+class ProviderStandIn(RpcFrontServer):
     """The stand-in server. `profile` may be a name of PROFILES or a ProviderProfile."""
+
+    thread_name = "provider-stand-in"
+    upstream_timeout_s = 120.0
 
     def __init__(self, upstream_url: str, profile: str | ProviderProfile = "node", *,
                  faults: FaultRates | None = None, node_lags: tuple[int, ...] = (0,),
@@ -188,13 +192,12 @@ class ProviderStandIn:
                  safe_depth: int | None = None, requests_per_s: float | None = None) -> None:
         base = PROFILES[profile] if isinstance(profile, str) else profile
         self.profile = replace(base, requests_per_s=requests_per_s) if requests_per_s else base
-        self.upstream_url = upstream_url
+        super().__init__(upstream_url)
         self.faults = faults or FaultRates()
         self.node_lags = node_lags
         self.missing_log_blocks = missing_log_blocks
         self.finalized_depth = finalized_depth
         self.safe_depth = safe_depth
-        self.url: str | None = None
         self.calls: Counter[str] = Counter()
         self.refusals: Counter[str] = Counter()
         self.http_requests = 0
@@ -202,40 +205,6 @@ class ProviderStandIn:
         self._rng = random.Random(self.faults.seed)
         self._lock = threading.Lock()
         self._bucket = _Bucket(self.profile.requests_per_s) if self.profile.requests_per_s else None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- control (any thread) ------------------------------------------------------------------------
-    def start(self) -> str:
-        if self._thread is not None:
-            raise RuntimeError("stand-in already started")
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="provider-stand-in", daemon=True)
-        self._thread.start()
-        try:
-            port = asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(10)
-        except BaseException:
-            self.stop()
-            raise
-        self.url = f"http://127.0.0.1:{port}"
-        return self.url
-
-    def stop(self) -> None:
-        if self._thread is None or self._loop is None:
-            return
-        with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(15)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-        self._thread = self._loop = None
-
-    def __enter__(self) -> ProviderStandIn:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def set_faults(self, faults: FaultRates) -> None:
         with self._lock:
@@ -244,22 +213,6 @@ class ProviderStandIn:
     def set_nodes(self, node_lags: tuple[int, ...], missing_log_blocks: int = 0) -> None:
         with self._lock:
             self.node_lags, self.missing_log_blocks = node_lags, missing_log_blocks
-
-    # -- server (own loop) ---------------------------------------------------------------------------
-    async def _serve(self) -> int:
-        self._closing = asyncio.Event()
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120))
-        app = web.Application(client_max_size=64 * 2**20)
-        app.router.add_route("POST", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        return self._runner.addresses[0][1]
-
-    async def _shutdown(self) -> None:
-        self._closing.set()
-        await self._runner.cleanup()
-        await self._session.close()
 
     async def _upstream(self, payload: Any) -> Any:
         async with self._session.post(self.upstream_url, data=orjson.dumps(payload),
