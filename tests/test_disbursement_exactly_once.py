@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 from eth_account import Account
 from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from tests.support.api import ApiHarness
 from tests.support.payments import (
@@ -47,7 +48,7 @@ from vip.payments.disburser import Disburser, Payout
 from vip.payments.rules import chain_intent_id
 from vip.payments.shapes import charge_json
 from vip.payments.worker import ChargeCompleter, IntentExpirer
-from vip.store.tables import charge_executors, charges, disbursement_transactions
+from vip.store.tables import charge_executors, charges, disbursement_transactions, operator_nonces
 
 
 @pytest.fixture
@@ -552,3 +553,66 @@ async def test_nonce_taken_by_another_transaction_of_the_key(pay_api, chain, dat
     assert lost.tx_hash == ours.tx_hash and fresh.nonce == ours.nonce + 1
     assert charge["status"] == "succeeded" and charge["disbursement_tx_hash"] == fresh.tx_hash
     assert_paid_once(chain, intent, who, funding, before, 19_000_000, fresh.tx_hash)
+
+
+async def test_reorg_removing_a_paid_charge_pays_the_intent_again_once(pay_api, chain, database_url,
+                                                                       restarted):
+    """A reorg removes the block that paid a succeeded charge: the charge goes back to `pending` and the
+    same intent is paid again on the canonical chain, once; the next charge is not stuck behind the nonce
+    the reorg took back."""
+    who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "31",
+                                                               lender_index=5)
+    who_b, funding_b, intent_b, approval_b = await confirmed_intent(pay_api, chain, database_url, "32",
+                                                                    lender_index=6)
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    before_b = (balance(chain, "USDC", funding_b), balance(chain, "USDC", who_b.wallet))
+    nonce_before = operator_nonce(chain)
+    snapshot = chain.node.call("evm_snapshot")
+    charge_id, _ = await new_charge(pay_api, intent, approval_tx)
+    first = await restarted.finish(pay_api, charge_id)
+    assert first["status"] == "succeeded" and operator_nonce(chain) == nonce_before + 1
+
+    assert chain.node.call("evm_revert", [snapshot])  # the block holding the payment leaves the chain
+    chain.mine(3)
+    assert chain.node.call("eth_getTransactionReceipt", [first["disbursement_tx_hash"]]) is None
+    assert disbursed_logs(chain, chain_intent_id(intent["id"])) == []
+    assert balance(chain, "USDC", who.wallet) == before[1]  # unpaid on the canonical chain
+    next_id, _ = await new_charge(pay_api, intent_b, approval_b)
+
+    assert await restarted.executor.recheck_successes("local") == 1
+    charge, reopened = await load(pay_api, charge_id)
+    assert (charge.status, charge.disbursement_tx_hash, reopened.status) == ("pending", None,
+                                                                             "approval_confirmed")
+    assert await restarted.executor.recheck_successes("local") == 0  # reopened once
+    again = await restarted.finish(pay_api, charge_id)
+    following = await restarted.finish(pay_api, next_id)
+    assert again["status"] == "succeeded" and following["status"] == "succeeded"
+    assert_paid_once(chain, intent, who, funding, before, 31_000_000, again["disbursement_tx_hash"])
+    assert_paid_once(chain, intent_b, who_b, funding_b, before_b, 32_000_000,
+                     following["disbursement_tx_hash"])
+    assert operator_nonce(chain) == nonce_before + 2  # the lost nonce was used again, nothing skipped
+    used = sorted(a.nonce for a in await attempts(pay_api, charge_id) + await attempts(pay_api, next_id)
+                  if a.status == "mined")
+    assert used == [nonce_before, nonce_before + 1]
+    events = await event_types(pay_api)
+    assert events.count(("charge.succeeded", charge_id)) == 2 and ("charge.succeeded", next_id) in events
+    assert await restarted.executor.recheck_successes("local") == 0  # the new payment stands
+
+
+async def test_a_nonce_nobody_holds_is_used_again(pay_api, chain, database_url, restarted):
+    """The stored next nonce ran ahead of the chain (a transaction lost to a reorg or a dropped one whose
+    charge settled otherwise): the next charge takes the node's pending nonce, not one past a gap."""
+    who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "33")
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    nonce_before = operator_nonce(chain)
+    sender = chain.accounts[1].lower()
+    async with pay_api.engine.begin() as conn:
+        await conn.execute(pg_insert(operator_nonces).values(network="local", sender=sender,
+                                                              next_nonce=nonce_before + 5)
+                           .on_conflict_do_update(index_elements=["network", "sender"],
+                                                  set_={"next_nonce": nonce_before + 5}))
+    charge_id, _ = await new_charge(pay_api, intent, approval_tx)
+    charge = await restarted.finish(pay_api, charge_id)
+    [sent] = await attempts(pay_api, charge_id)
+    assert charge["status"] == "succeeded" and sent.nonce == nonce_before
+    assert_paid_once(chain, intent, who, funding, before, 33_000_000, sent.tx_hash)

@@ -20,6 +20,7 @@ from vip.store.tables import (
     charge_executors,
     charges,
     connections,
+    disbursement_transactions,
     funding_wallets,
     organisations,
     payment_intents,
@@ -251,6 +252,45 @@ async def finish_charge(conn: AsyncConnection, charge_id: str, *, succeeded: boo
     metrics.CHARGES.labels(charge.network, status).inc()
     metrics.PAYMENT_INTENTS.labels(intent.network, status).inc()
     return charge
+
+
+async def unfinal_successes(conn: AsyncConnection, network: str, final: int, limit: int = 200):
+    """Succeeded charges of the network paid by a transaction of ours mined above `final` (charge_id,
+    tx_hash, block_number): a reorg may still remove them, so they are re-checked until final."""
+    dt = disbursement_transactions
+    return (await conn.execute(select(charges.c.id.label("charge_id"), dt.c.tx_hash, dt.c.block_number)
+                               .join(dt, dt.c.tx_hash == charges.c.disbursement_tx_hash).where(
+        charges.c.network == network, charges.c.status == rules.SUCCEEDED, dt.c.status == "mined",
+        dt.c.block_number > final).order_by(dt.c.block_number).limit(limit))).all()
+
+
+async def move_mined(conn: AsyncConnection, tx_hash: str, block_number: int) -> None:
+    """A reorg moved a mined transaction of ours to another block (it is still paid)."""
+    await conn.execute(update(disbursement_transactions).where(
+        disbursement_transactions.c.tx_hash == tx_hash).values(block_number=block_number))
+
+
+async def reopen_charge(conn: AsyncConnection, charge_id: str, tx_hash: str) -> bool:
+    """A reorg removed the transaction that paid a succeeded charge: the charge is `pending` again (its
+    intent `approval_confirmed`), due now, and its transaction counts as broadcast from now, so the executor
+    waits `drop_grace_s` for the node to mine it again, then re-sends the same intent with the same nonce
+    (the contract pays an intent id once: at most once still holds). No event: the next
+    `charge.succeeded` (a new transaction hash) or `charge.failed` tells the lender (decision 165)."""
+    charge = (await conn.execute(update(charges).where(
+        charges.c.id == charge_id, charges.c.status == rules.SUCCEEDED,
+        charges.c.disbursement_tx_hash == tx_hash,
+    ).values(status=rules.CHARGE_PENDING, disbursement_tx_hash=None, executed_at=None, locked_until=None,
+             next_attempt_at=func.now()).returning(*charges.c))).first()
+    if charge is None:
+        return False
+    await conn.execute(update(payment_intents).where(payment_intents.c.id == charge.payment_intent_id)
+                       .values(status=rules.APPROVAL_CONFIRMED, updated_at=func.now()))
+    await conn.execute(update(disbursement_transactions).where(
+        disbursement_transactions.c.tx_hash == tx_hash).values(status="broadcast", block_number=None,
+                                                               broadcast_at=func.now()))
+    await conn.execute(select(func.pg_notify(CHARGE_DUE_CHANNEL, charge_id)))
+    metrics.CHARGES.labels(charge.network, "reopened").inc()
+    return True
 
 
 async def oldest_pending_charge(conn: AsyncConnection) -> datetime | None:

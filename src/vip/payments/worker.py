@@ -124,6 +124,13 @@ class ChargeCompleter:
         self.announced.set()
 
     async def step(self) -> bool:
+        for network in sorted(self.executor.rpcs):
+            try:
+                await self.executor.recheck_successes(network)
+            except Exception:
+                log.exception("re-checking succeeded charges failed", network=network,
+                              job="charge_completion")
+                metrics.JOB_ERRORS.labels("charge_completion", "recheck").inc()
         async with self.engine.begin() as conn:
             oldest = await store.oldest_pending_charge(conn)
             metrics.JOB_OLDEST_PENDING.labels("charge_completion").set(
