@@ -28,12 +28,14 @@ from tests.support.payments import (
     charge_daemon,
     confirmed_intent,
     create_intent,
+    daemon,
     disbursed_logs,
     event_types,
     lender,
     payments_api,
     post_json,
     wait_charge_settled,
+    wait_intent_status,
 )
 from vip.chain.contracts import TransactionReverted, contract_at, organisation_key, send_transaction
 from vip.chain.rpc import RpcClient, RpcError
@@ -48,7 +50,13 @@ from vip.payments.disburser import Disburser, Payout
 from vip.payments.rules import chain_intent_id
 from vip.payments.shapes import charge_json
 from vip.payments.worker import ChargeCompleter, IntentExpirer
-from vip.store.tables import charge_executors, charges, disbursement_transactions, operator_nonces
+from vip.store.tables import (
+    charge_executors,
+    charges,
+    disbursement_transactions,
+    operator_nonces,
+    token_approvals,
+)
 
 
 @pytest.fixture
@@ -616,3 +624,58 @@ async def test_a_nonce_nobody_holds_is_used_again(pay_api, chain, database_url, 
     [sent] = await attempts(pay_api, charge_id)
     assert charge["status"] == "succeeded" and sent.nonce == nonce_before
     assert_paid_once(chain, intent, who, funding, before, 33_000_000, sent.tx_hash)
+
+
+async def approved_before_expiry(api: ApiHarness, chain, database_url: str, amount: str):
+    """An intent whose approval is mined and indexed before `expires_at` but is not final when the time
+    passes (the daemon is stopped again, then the chain's clock moves past the expiry)."""
+    who = await borrower(api)
+    funding = lender(chain, 7)
+    intent = await create_intent(api, who, funding, amount)
+    calldata = intent["approval_calldata"]
+    approval_tx = chain.approve("USDC", funding.lower(), calldata["spender"], int(calldata["amount"]))
+    async with daemon(api.settings, database_url):
+        for _ in range(600):
+            async with api.engine.connect() as conn:
+                if await conn.scalar(select(token_approvals.c.tx_hash).where(
+                        token_approvals.c.tx_hash == approval_tx.lower())):
+                    break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the approval was never indexed")
+    chain.node.call("evm_increaseTime", [api.settings.disbursement.intent_ttl_s + 1])
+    chain.mine()  # past expires_at; the approval is one block deep, not final (depth 2)
+    return who, funding, intent, approval_tx
+
+
+async def test_approval_mined_in_time_keeps_the_intent_alive_until_final(pay_api, chain, database_url,
+                                                                        restarted):
+    who, funding, intent, approval_tx = await approved_before_expiry(pay_api, chain, database_url, "34")
+    assert await IntentExpirer(pay_api.engine, restarted.clock).step() is False
+    body = {"payment_intent_id": intent["id"], "approval_tx_hash": approval_tx}
+    resp = await post_json(pay_api, "/v1/charges", body)  # waiting for finality, not expired
+    assert resp.status == 422 and (await resp.json())["error"]["code"] == "ERR_APPROVAL_NOT_CONFIRMED"
+    chain.mine(3)
+    async with daemon(pay_api.settings, database_url):
+        await wait_intent_status(pay_api, intent["id"], "approval_confirmed")
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    resp = await post_json(pay_api, "/v1/charges", body)
+    assert resp.status == 202, await resp.text()
+    charge = await restarted.finish(pay_api, (await resp.json())["charge"]["id"])
+    assert charge["status"] == "succeeded"
+    assert_paid_once(chain, intent, who, funding, before, 34_000_000, charge["disbursement_tx_hash"])
+    assert ("payment_intent.expired", intent["id"]) not in await event_types(pay_api)
+
+
+async def test_intent_kept_alive_expires_once_its_final_approval_no_longer_covers_it(pay_api, chain,
+                                                                                    database_url, restarted):
+    _, funding, intent, approval_tx = await approved_before_expiry(pay_api, chain, database_url, "35")
+    chain.approve("USDC", funding.lower(), intent["approval_calldata"]["spender"], 0)  # revoked, late
+    chain.mine(3)
+    async with daemon(pay_api.settings, database_url):
+        await wait_intent_status(pay_api, intent["id"], "expired")
+    resp = await post_json(pay_api, "/v1/charges", {"payment_intent_id": intent["id"],
+                                                    "approval_tx_hash": approval_tx})
+    assert resp.status == 410
+    assert await event_types(pay_api) == [("payment_intent.created", intent["id"]),
+                                          ("payment_intent.expired", intent["id"])]

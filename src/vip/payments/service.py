@@ -122,7 +122,9 @@ async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings, *
             intent = await store.load_intent(conn, intent_id, organisation_id=organisation_id, lock=True)
             if intent is None:
                 raise NotFound(f"no payment intent {intent_id}", {"payment_intent_id": intent_id})
-            rules.check_chargeable(intent, await store.charge_of_intent(conn, intent.id), now)
+            rules.check_chargeable(intent, await store.charge_of_intent(conn, intent.id), now,
+                                   intent.status == rules.PENDING_APPROVAL
+                                   and await store.approved_in_time(conn, intent.id))
             if not await _is_intent_approval(conn, intent, approval):
                 raise rules.approval_not_confirmed(
                     "approval_tx_hash is not a confirmed approval of this payment intent",

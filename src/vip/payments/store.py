@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Interval, and_, bindparam, delete, func, select, update
+from sqlalchemy import Interval, and_, bindparam, delete, exists, func, not_, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -86,6 +86,35 @@ async def is_indexed_approval(conn: AsyncConnection, intent, tx_hash: str) -> bo
     return found is not None
 
 
+# --- approvals mined in time: they keep an intent alive past `expires_at` until they are final ---------
+
+def _approval_in_time(above_block: int | None = None):
+    """EXISTS an indexed Approval of the intent's funding wallet to its spender for its token, of at least
+    its amount, mined before its `expires_at` (and, given `above_block`, not final yet)."""
+    ta = token_approvals
+    conditions = [ta.c.network == payment_intents.c.network,
+                  ta.c.token_address == payment_intents.c.token_address,
+                  ta.c.owner_address == payment_intents.c.funding_wallet,
+                  ta.c.spender_address == payment_intents.c.contract_address,
+                  ta.c.block_timestamp < payment_intents.c.expires_at,
+                  ta.c.amount >= payment_intents.c.amount]
+    if above_block is not None:
+        conditions.append(ta.c.block_number > above_block)
+    return exists().where(*conditions)
+
+
+def _awaiting(now: datetime):
+    """A `pending_approval` intent still waits for its approval: before `expires_at`, or after it when an
+    approval was mined in time (decision 167)."""
+    return and_(payment_intents.c.status == rules.PENDING_APPROVAL,
+                or_(payment_intents.c.expires_at > now, _approval_in_time()))
+
+
+async def approved_in_time(conn: AsyncConnection, intent_id: str) -> bool:
+    """Whether an Approval of the intent mined before its `expires_at` is indexed (final or not)."""
+    return bool(await conn.scalar(select(_approval_in_time()).where(payment_intents.c.id == intent_id)))
+
+
 # --- intents -------------------------------------------------------------------------------------------
 
 async def create_intent(conn: AsyncConnection, values: dict[str, Any], now: datetime):
@@ -112,10 +141,27 @@ async def confirm_intents(conn: AsyncConnection, intent_ids: list[str], approval
 
 
 async def expire_due(conn: AsyncConnection, now: datetime, limit: int = 500) -> int:
-    """Intents still waiting for approval at their expiry become `expired` (several daemons share it)."""
+    """Intents still waiting for approval at their expiry become `expired` (several daemons share it);
+    not those with an approval mined in time: approval confirmation expires them once it is final and
+    does not cover them (`expire_late`)."""
     due = select(payment_intents.c.id).where(
         payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at <= now,
+        not_(_approval_in_time()),
     ).limit(limit).with_for_update(skip_locked=True)
+    return await _expire(conn, due, now)
+
+
+async def expire_late(conn: AsyncConnection, allowance: rules.Allowance, final: int, now: datetime) -> int:
+    """The allowance's intents past `expires_at` whose approvals mined in time are all final, and which
+    confirmation (just run, under the same allowance lock) did not confirm, become `expired`."""
+    due = select(payment_intents.c.id).where(
+        _of_allowance(allowance), payment_intents.c.status == rules.PENDING_APPROVAL,
+        payment_intents.c.expires_at <= now, not_(_approval_in_time(above_block=final)),
+    ).with_for_update(skip_locked=True)
+    return await _expire(conn, due, now)
+
+
+async def _expire(conn: AsyncConnection, due, now: datetime) -> int:
     rows = (await conn.execute(update(payment_intents).where(payment_intents.c.id.in_(due.scalar_subquery()))
                                .values(status=rules.EXPIRED, updated_at=now)
                                .returning(*payment_intents.c))).all()
@@ -127,8 +173,7 @@ async def expire_due(conn: AsyncConnection, now: datetime, limit: int = 500) -> 
 
 
 async def oldest_pending_approval(conn: AsyncConnection, now: datetime) -> datetime | None:
-    return await conn.scalar(select(func.min(payment_intents.c.created_at)).where(
-        payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at > now))
+    return await conn.scalar(select(func.min(payment_intents.c.created_at)).where(_awaiting(now)))
 
 
 # --- allowances: which waiting intents an approval confirms --------------------------------------------
@@ -144,8 +189,7 @@ async def awaited_allowances(conn: AsyncConnection, network: str, now: datetime)
     """The allowances that intents of the network still wait for."""
     rows = await conn.execute(select(
         payment_intents.c.token_address, payment_intents.c.funding_wallet, payment_intents.c.contract_address,
-    ).where(payment_intents.c.network == network, payment_intents.c.status == rules.PENDING_APPROVAL,
-            payment_intents.c.expires_at > now).distinct())
+    ).where(payment_intents.c.network == network, _awaiting(now)).distinct())
     return [rules.Allowance(network, r.token_address, r.funding_wallet, r.contract_address) for r in rows]
 
 
@@ -176,8 +220,7 @@ async def waiting_reservations(conn: AsyncConnection, allowance: rules.Allowance
     """The allowance's intents still waiting for approval, oldest first."""
     rows = await conn.execute(select(payment_intents.c.id, payment_intents.c.amount,
                                      payment_intents.c.organisation_id).where(
-        _of_allowance(allowance), payment_intents.c.status == rules.PENDING_APPROVAL,
-        payment_intents.c.expires_at > now,
+        _of_allowance(allowance), _awaiting(now),
     ).order_by(payment_intents.c.seq))
     return [rules.Reservation(r.id, int(r.amount), r.organisation_id) for r in rows]
 
