@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Date,
     DateTime,
@@ -378,6 +379,8 @@ payment_intents = Table(
     Column("approval_tx_hash", Text),
     Column("approval_confirmed_at", DateTime(timezone=True)),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    # USDT with a non-zero allowance at creation: the approval instructions start with approve(0).
+    Column("approval_reset_required", Boolean, nullable=False, server_default=text("false")),
     # Creation order (timestamps tie on a chain clock): approvals confirm intents first come, first served.
     Column("seq", BigInteger, Identity(), nullable=False, unique=True),
     Index(None, "status", "network", "created_at"),
