@@ -85,6 +85,7 @@ async def test_usdt_with_an_allowance_standing_asks_for_approve_zero_first(pay_a
     untouched = await create_intent(pay_api, who, funding, "900000", token="USDT")
     assert "reset_calldata" not in untouched["approval_calldata"]  # the allowance is zero
     chain.approve("USDT", funding.lower(), spender, 5_000_000)  # a standing allowance
+    chain.mine()  # mined whatever mining mode an earlier test of the session left
     intent = await create_intent(pay_api, who, funding, "2", token="USDT")
     reset = intent["approval_calldata"]["reset_calldata"]
     assert reset == {"function": "approve", "spender": spender, "amount": "0",
@@ -93,6 +94,7 @@ async def test_usdt_with_an_allowance_standing_asks_for_approve_zero_first(pay_a
     assert (await got.json())["payment_intent"]["approval_calldata"] == intent["approval_calldata"]
     amount = int(intent["approval_calldata"]["amount"])
     refused = chain.approve("USDT", funding.lower(), spender, amount)  # straight to the new amount
+    chain.mine()
     assert chain.node.call("eth_getTransactionReceipt", [refused])["status"] == "0x0"
 
     chain.approve("USDT", funding.lower(), reset["spender"], int(reset["amount"]))
