@@ -301,10 +301,13 @@ async def unfinal_successes(conn: AsyncConnection, network: str, final: int, lim
     """Succeeded charges of the network paid by a transaction of ours mined above `final` (charge_id,
     tx_hash, block_number): a reorg may still remove them, so they are re-checked until final."""
     dt = disbursement_transactions
+    # Driven by the mined transactions above the final block (a partial index): a few rows, however many
+    # charges have ever succeeded.
     return (await conn.execute(select(charges.c.id.label("charge_id"), dt.c.tx_hash, dt.c.block_number)
-                               .join(dt, dt.c.tx_hash == charges.c.disbursement_tx_hash).where(
-        charges.c.network == network, charges.c.status == rules.SUCCEEDED, dt.c.status == "mined",
-        dt.c.block_number > final).order_by(dt.c.block_number).limit(limit))).all()
+                               .select_from(dt).join(charges, charges.c.id == dt.c.charge_id).where(
+        dt.c.network == network, dt.c.status == "mined", dt.c.block_number > final,
+        charges.c.status == rules.SUCCEEDED, charges.c.disbursement_tx_hash == dt.c.tx_hash,
+    ).order_by(dt.c.block_number).limit(limit))).all()
 
 
 async def move_mined(conn: AsyncConnection, tx_hash: str, block_number: int) -> None:

@@ -473,6 +473,9 @@ disbursement_transactions = Table(
     Column("sent_from_block", BigInteger),
     Index(None, "charge_id"),
     Index(None, "network", "sender", "nonce"),
+    # The mined ones not final yet: what the charge execution job re-checks for reorgs.
+    Index("ix_disbursement_transactions_mined", "network", "block_number",
+          postgresql_where=text("status = 'mined'")),
 )
 
 # The next nonce of each operator account, allocated under this row's lock (several processes share it).
