@@ -679,3 +679,26 @@ async def test_intent_kept_alive_expires_once_its_final_approval_no_longer_cover
     assert resp.status == 410
     assert await event_types(pay_api) == [("payment_intent.created", intent["id"]),
                                           ("payment_intent.expired", intent["id"])]
+
+
+async def test_payment_mined_again_in_another_block_stands(pay_api, chain, database_url, restarted):
+    """The reorg's new chain includes the same transaction (a node puts a removed block's transactions back
+    in its mempool): the charge stays `succeeded` with its hash, the new block is recorded, no event."""
+    who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "36")
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    snapshot = chain.node.call("evm_snapshot")
+    charge_id, _ = await new_charge(pay_api, intent, approval_tx)
+    paid = await restarted.finish(pay_api, charge_id)
+    [sent] = await attempts(pay_api, charge_id)
+    assert chain.node.call("evm_revert", [snapshot])
+    chain.mine(2)
+    chain.node.call("eth_sendRawTransaction", [sent.raw_tx])  # mined again, two blocks later
+    assert await restarted.executor.recheck_successes("local") == 0
+    [moved] = await attempts(pay_api, charge_id)
+    receipt = chain.node.call("eth_getTransactionReceipt", [sent.tx_hash])
+    assert moved.status == "mined"
+    assert moved.block_number == int(receipt["blockNumber"], 16) == sent.block_number + 2
+    charge, _ = await load(pay_api, charge_id)
+    assert charge.status == "succeeded" and charge.disbursement_tx_hash == paid["disbursement_tx_hash"]
+    assert (await event_types(pay_api)).count(("charge.succeeded", charge_id)) == 1
+    assert_paid_once(chain, intent, who, funding, before, 36_000_000, sent.tx_hash)
