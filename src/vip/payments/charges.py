@@ -104,8 +104,13 @@ class ChargeExecutor:
             final = await disburser.rpc.block_number() - disburser.network.finality_depth
         async with self.engine.connect() as conn:
             rows = await store.unfinal_successes(conn, network, final)
+        if not rows:
+            return 0
+        head = await disburser.rpc.block_number()
         reopened = 0
         for row in rows:
+            if row.block_number > head:
+                continue  # a node behind the block (a lagging one behind a load balancer) proves nothing
             receipt = await disburser.receipt_block(row.tx_hash)
             if receipt is not None and receipt[0]:
                 if receipt[1] != row.block_number:
