@@ -563,11 +563,13 @@ async def test_nonce_taken_by_another_transaction_of_the_key(pay_api, chain, dat
     assert_paid_once(chain, intent, who, funding, before, 19_000_000, fresh.tx_hash)
 
 
+@pytest.mark.parametrize("fork", ["shorter_then_longer", "same_height"])
 async def test_reorg_removing_a_paid_charge_pays_the_intent_again_once(pay_api, chain, database_url,
-                                                                       restarted):
-    """A reorg removes the block that paid a succeeded charge: the charge goes back to `pending` and the
-    same intent is paid again on the canonical chain, once; the next charge is not stuck behind the nonce
-    the reorg took back."""
+                                                                       restarted, fork):
+    """A reorg removes the block that paid a succeeded charge (back to a snapshot, then a longer chain; or
+    `anvil_reorg` replacing it with a block of the same height without it): the charge goes back to
+    `pending` and the same intent is paid again on the canonical chain, once; the next charge is not
+    stuck behind the nonce the reorg took back."""
     who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "31",
                                                                lender_index=5)
     who_b, funding_b, intent_b, approval_b = await confirmed_intent(pay_api, chain, database_url, "32",
@@ -580,8 +582,13 @@ async def test_reorg_removing_a_paid_charge_pays_the_intent_again_once(pay_api, 
     first = await restarted.finish(pay_api, charge_id)
     assert first["status"] == "succeeded" and operator_nonce(chain) == nonce_before + 1
 
-    assert chain.node.call("evm_revert", [snapshot])  # the block holding the payment leaves the chain
-    chain.mine(3)
+    if fork == "shorter_then_longer":
+        assert chain.node.call("evm_revert", [snapshot])  # the block holding the payment leaves the chain
+        chain.mine(3)
+    else:
+        paid_in = int(chain.node.call("eth_getTransactionReceipt", [first["disbursement_tx_hash"]])
+                      ["blockNumber"], 16)
+        chain.node.call("anvil_reorg", [chain.head()[0] - paid_in + 1, []])
     assert chain.node.call("eth_getTransactionReceipt", [first["disbursement_tx_hash"]]) is None
     assert disbursed_logs(chain, chain_intent_id(intent["id"])) == []
     assert balance(chain, "USDC", who.wallet) == before[1]  # unpaid on the canonical chain
