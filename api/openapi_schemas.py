@@ -95,7 +95,15 @@ SCHEMAS: dict[str, Any] = {
             "function": {"const": "approve"}, "spender": ADDRESS,
             "amount": {"type": "string", "pattern": r"^[0-9]+$",
                        "description": "Token base units (10^6 per USD for USDC and USDT)"},
-            "token_contract": ADDRESS}),
+            "token_contract": ADDRESS,
+            "reset_calldata": obj({
+                "function": {"const": "approve"}, "spender": ADDRESS, "amount": {"const": "0"},
+                "token_contract": ADDRESS},
+                description="Present only for a USDT intent created while the funding wallet's allowance "
+                            "to the spender was not zero: USDT refuses to change a non-zero allowance to "
+                            "another non-zero one, so send this approve(spender, 0) first, then the "
+                            "approve above"),
+        }, required=["function", "spender", "amount", "token_contract"]),
         "approval_tx_hash": {"type": ["string", "null"],
                              "description": "The approval that confirmed the intent"},
         "metadata": {"type": "object"}, "expires_at": TIMESTAMP, "created_at": TIMESTAMP,

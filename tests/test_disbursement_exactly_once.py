@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 from eth_account import Account
 from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from tests.support.api import ApiHarness
 from tests.support.payments import (
@@ -27,12 +28,14 @@ from tests.support.payments import (
     charge_daemon,
     confirmed_intent,
     create_intent,
+    daemon,
     disbursed_logs,
     event_types,
     lender,
     payments_api,
     post_json,
     wait_charge_settled,
+    wait_intent_status,
 )
 from vip.chain.contracts import TransactionReverted, contract_at, organisation_key, send_transaction
 from vip.chain.rpc import RpcClient, RpcError
@@ -47,7 +50,13 @@ from vip.payments.disburser import Disburser, Payout
 from vip.payments.rules import chain_intent_id
 from vip.payments.shapes import charge_json
 from vip.payments.worker import ChargeCompleter, IntentExpirer
-from vip.store.tables import charge_executors, charges, disbursement_transactions
+from vip.store.tables import (
+    charge_executors,
+    charges,
+    disbursement_transactions,
+    operator_nonces,
+    token_approvals,
+)
 
 
 @pytest.fixture
@@ -552,3 +561,151 @@ async def test_nonce_taken_by_another_transaction_of_the_key(pay_api, chain, dat
     assert lost.tx_hash == ours.tx_hash and fresh.nonce == ours.nonce + 1
     assert charge["status"] == "succeeded" and charge["disbursement_tx_hash"] == fresh.tx_hash
     assert_paid_once(chain, intent, who, funding, before, 19_000_000, fresh.tx_hash)
+
+
+@pytest.mark.parametrize("fork", ["shorter_then_longer", "same_height"])
+async def test_reorg_removing_a_paid_charge_pays_the_intent_again_once(pay_api, chain, database_url,
+                                                                       restarted, fork):
+    """A reorg removes the block that paid a succeeded charge (back to a snapshot, then a longer chain; or
+    `anvil_reorg` replacing it with a block of the same height without it): the charge goes back to
+    `pending` and the same intent is paid again on the canonical chain, once; the next charge is not
+    stuck behind the nonce the reorg took back."""
+    who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "31",
+                                                               lender_index=5)
+    who_b, funding_b, intent_b, approval_b = await confirmed_intent(pay_api, chain, database_url, "32",
+                                                                    lender_index=6)
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    before_b = (balance(chain, "USDC", funding_b), balance(chain, "USDC", who_b.wallet))
+    nonce_before = operator_nonce(chain)
+    snapshot = chain.node.call("evm_snapshot")
+    charge_id, _ = await new_charge(pay_api, intent, approval_tx)
+    first = await restarted.finish(pay_api, charge_id)
+    assert first["status"] == "succeeded" and operator_nonce(chain) == nonce_before + 1
+
+    if fork == "shorter_then_longer":
+        assert chain.node.call("evm_revert", [snapshot])  # the block holding the payment leaves the chain
+        chain.mine(3)
+    else:
+        paid_in = int(chain.node.call("eth_getTransactionReceipt", [first["disbursement_tx_hash"]])
+                      ["blockNumber"], 16)
+        chain.node.call("anvil_reorg", [chain.head()[0] - paid_in + 1, []])
+    assert chain.node.call("eth_getTransactionReceipt", [first["disbursement_tx_hash"]]) is None
+    assert disbursed_logs(chain, chain_intent_id(intent["id"])) == []
+    assert balance(chain, "USDC", who.wallet) == before[1]  # unpaid on the canonical chain
+    next_id, _ = await new_charge(pay_api, intent_b, approval_b)
+
+    assert await restarted.executor.recheck_successes("local") == 1
+    charge, reopened = await load(pay_api, charge_id)
+    assert (charge.status, charge.disbursement_tx_hash, reopened.status) == ("pending", None,
+                                                                             "approval_confirmed")
+    assert await restarted.executor.recheck_successes("local") == 0  # reopened once
+    again = await restarted.finish(pay_api, charge_id)
+    following = await restarted.finish(pay_api, next_id)
+    assert again["status"] == "succeeded" and following["status"] == "succeeded"
+    assert_paid_once(chain, intent, who, funding, before, 31_000_000, again["disbursement_tx_hash"])
+    assert_paid_once(chain, intent_b, who_b, funding_b, before_b, 32_000_000,
+                     following["disbursement_tx_hash"])
+    assert operator_nonce(chain) == nonce_before + 2  # the lost nonce was used again, nothing skipped
+    used = sorted(a.nonce for a in await attempts(pay_api, charge_id) + await attempts(pay_api, next_id)
+                  if a.status == "mined")
+    assert used == [nonce_before, nonce_before + 1]
+    events = await event_types(pay_api)
+    assert events.count(("charge.succeeded", charge_id)) == 2 and ("charge.succeeded", next_id) in events
+    assert await restarted.executor.recheck_successes("local") == 0  # the new payment stands
+
+
+async def test_a_nonce_nobody_holds_is_used_again(pay_api, chain, database_url, restarted):
+    """The stored next nonce ran ahead of the chain (a transaction lost to a reorg or a dropped one whose
+    charge settled otherwise): the next charge takes the node's pending nonce, not one past a gap."""
+    who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "33")
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    nonce_before = operator_nonce(chain)
+    sender = chain.accounts[1].lower()
+    async with pay_api.engine.begin() as conn:
+        await conn.execute(pg_insert(operator_nonces).values(network="local", sender=sender,
+                                                              next_nonce=nonce_before + 5)
+                           .on_conflict_do_update(index_elements=["network", "sender"],
+                                                  set_={"next_nonce": nonce_before + 5}))
+    charge_id, _ = await new_charge(pay_api, intent, approval_tx)
+    charge = await restarted.finish(pay_api, charge_id)
+    [sent] = await attempts(pay_api, charge_id)
+    assert charge["status"] == "succeeded" and sent.nonce == nonce_before
+    assert_paid_once(chain, intent, who, funding, before, 33_000_000, sent.tx_hash)
+
+
+async def approved_before_expiry(api: ApiHarness, chain, database_url: str, amount: str):
+    """An intent whose approval is mined and indexed before `expires_at` but is not final when the time
+    passes (the daemon is stopped again, then the chain's clock moves past the expiry)."""
+    who = await borrower(api)
+    funding = lender(chain, 7)
+    intent = await create_intent(api, who, funding, amount)
+    calldata = intent["approval_calldata"]
+    approval_tx = chain.approve("USDC", funding.lower(), calldata["spender"], int(calldata["amount"]))
+    async with daemon(api.settings, database_url):
+        for _ in range(600):
+            async with api.engine.connect() as conn:
+                if await conn.scalar(select(token_approvals.c.tx_hash).where(
+                        token_approvals.c.tx_hash == approval_tx.lower())):
+                    break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the approval was never indexed")
+    chain.node.call("evm_increaseTime", [api.settings.disbursement.intent_ttl_s + 1])
+    chain.mine()  # past expires_at; the approval is one block deep, not final (depth 2)
+    return who, funding, intent, approval_tx
+
+
+async def test_approval_mined_in_time_keeps_the_intent_alive_until_final(pay_api, chain, database_url,
+                                                                        restarted):
+    who, funding, intent, approval_tx = await approved_before_expiry(pay_api, chain, database_url, "34")
+    assert await IntentExpirer(pay_api.engine, restarted.clock).step() is False
+    body = {"payment_intent_id": intent["id"], "approval_tx_hash": approval_tx}
+    resp = await post_json(pay_api, "/v1/charges", body)  # waiting for finality, not expired
+    assert resp.status == 422 and (await resp.json())["error"]["code"] == "ERR_APPROVAL_NOT_CONFIRMED"
+    chain.mine(3)
+    async with daemon(pay_api.settings, database_url):
+        await wait_intent_status(pay_api, intent["id"], "approval_confirmed")
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    resp = await post_json(pay_api, "/v1/charges", body)
+    assert resp.status == 202, await resp.text()
+    charge = await restarted.finish(pay_api, (await resp.json())["charge"]["id"])
+    assert charge["status"] == "succeeded"
+    assert_paid_once(chain, intent, who, funding, before, 34_000_000, charge["disbursement_tx_hash"])
+    assert ("payment_intent.expired", intent["id"]) not in await event_types(pay_api)
+
+
+async def test_intent_kept_alive_expires_once_its_final_approval_no_longer_covers_it(pay_api, chain,
+                                                                                    database_url, restarted):
+    _, funding, intent, approval_tx = await approved_before_expiry(pay_api, chain, database_url, "35")
+    chain.approve("USDC", funding.lower(), intent["approval_calldata"]["spender"], 0)  # revoked, late
+    chain.mine(3)
+    async with daemon(pay_api.settings, database_url):
+        await wait_intent_status(pay_api, intent["id"], "expired")
+    resp = await post_json(pay_api, "/v1/charges", {"payment_intent_id": intent["id"],
+                                                    "approval_tx_hash": approval_tx})
+    assert resp.status == 410
+    assert await event_types(pay_api) == [("payment_intent.created", intent["id"]),
+                                          ("payment_intent.expired", intent["id"])]
+
+
+async def test_payment_mined_again_in_another_block_stands(pay_api, chain, database_url, restarted):
+    """The reorg's new chain includes the same transaction (a node puts a removed block's transactions back
+    in its mempool): the charge stays `succeeded` with its hash, the new block is recorded, no event."""
+    who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "36")
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    snapshot = chain.node.call("evm_snapshot")
+    charge_id, _ = await new_charge(pay_api, intent, approval_tx)
+    paid = await restarted.finish(pay_api, charge_id)
+    [sent] = await attempts(pay_api, charge_id)
+    assert chain.node.call("evm_revert", [snapshot])
+    chain.mine(2)
+    chain.node.call("eth_sendRawTransaction", [sent.raw_tx])  # mined again, two blocks later
+    assert await restarted.executor.recheck_successes("local") == 0
+    [moved] = await attempts(pay_api, charge_id)
+    receipt = chain.node.call("eth_getTransactionReceipt", [sent.tx_hash])
+    assert moved.status == "mined"
+    assert moved.block_number == int(receipt["blockNumber"], 16) == sent.block_number + 2
+    charge, _ = await load(pay_api, charge_id)
+    assert charge.status == "succeeded" and charge.disbursement_tx_hash == paid["disbursement_tx_hash"]
+    assert (await event_types(pay_api)).count(("charge.succeeded", charge_id)) == 1
+    assert_paid_once(chain, intent, who, funding, before, 36_000_000, sent.tx_hash)

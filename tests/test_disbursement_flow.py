@@ -71,3 +71,40 @@ async def test_intent_approve_confirm_charge_moves_exactly_the_amount(pay_api, s
     assert await event_types(pay_api) == [
         ("payment_intent.created", intent["id"]), ("payment_intent.approval_confirmed", intent["id"]),
         ("charge.succeeded", charge["id"])]
+
+
+async def test_usdt_with_an_allowance_standing_asks_for_approve_zero_first(pay_api, session_chain,
+                                                                          database_url):
+    """USDT refuses approve(spender, n) while the allowance is not zero: an intent created then says to
+    approve 0 first (`reset_calldata`), and following both calls confirms and pays it."""
+    chain = session_chain
+    who = await borrower(pay_api)
+    funding = lender(chain, 8, "USDT")
+    spender = await organisation_spender(pay_api, chain)
+    # Too large for any allowance below: it never competes with the intent under test.
+    untouched = await create_intent(pay_api, who, funding, "900000", token="USDT")
+    assert "reset_calldata" not in untouched["approval_calldata"]  # the allowance is zero
+    chain.approve("USDT", funding.lower(), spender, 5_000_000)  # a standing allowance
+    chain.mine()  # mined whatever mining mode an earlier test of the session left
+    intent = await create_intent(pay_api, who, funding, "2", token="USDT")
+    reset = intent["approval_calldata"]["reset_calldata"]
+    assert reset == {"function": "approve", "spender": spender, "amount": "0",
+                     "token_contract": chain.contracts.usdt}
+    got = await pay_api.client.get(f"/v1/payment-intents/{intent['id']}", headers=await pay_api.headers())
+    assert (await got.json())["payment_intent"]["approval_calldata"] == intent["approval_calldata"]
+    amount = int(intent["approval_calldata"]["amount"])
+    refused = chain.approve("USDT", funding.lower(), spender, amount)  # straight to the new amount
+    chain.mine()
+    assert chain.node.call("eth_getTransactionReceipt", [refused])["status"] == "0x0"
+
+    chain.approve("USDT", funding.lower(), reset["spender"], int(reset["amount"]))
+    approval_tx = chain.approve("USDT", funding.lower(), spender, amount)
+    chain.mine(3)
+    before = balance(chain, "USDT", who.wallet)
+    async with daemon(pay_api.settings, database_url):
+        await wait_intent_status(pay_api, intent["id"], "approval_confirmed")
+        resp = await post_json(pay_api, "/v1/charges", {"payment_intent_id": intent["id"],
+                                                        "approval_tx_hash": approval_tx})
+        assert resp.status == 201, await resp.text()
+    assert (await resp.json())["charge"]["status"] == "succeeded"
+    assert balance(chain, "USDT", who.wallet) - before == 2_000_000

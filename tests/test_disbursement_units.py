@@ -4,7 +4,9 @@ operator key from config, never printed."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from types import SimpleNamespace
 
 import pytest
 from eth_account import Account
@@ -16,10 +18,11 @@ from vip.chain.contracts import spender_of
 from vip.chain.fees import Fees, bumped, fees_for
 from vip.chain.operator import OperatorKeyMissing, load_operator
 from vip.config import DisbursementConfig, load_settings
-from vip.errors import Unprocessable
+from vip.errors import ApiError, Unprocessable
 from vip.payments.rules import (
     Reservation,
     chain_intent_id,
+    check_chargeable,
     check_funding_wallet,
     confirmable,
     of_organisation,
@@ -123,3 +126,16 @@ def test_operator_key_from_a_keystore_file(tmp_path):
     with pytest.raises(ValueError):
         load_operator(DisbursementConfig(operator_keystore=str(keystore),
                                          operator_keystore_password=SecretStr("wrong")))
+
+
+def test_an_intent_past_expiry_with_an_approval_in_time_waits_instead_of_expiring():
+    now = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+    late = SimpleNamespace(id="pi_1", status="pending_approval", expires_at=now - timedelta(seconds=1))
+    with pytest.raises(ApiError) as expired:
+        check_chargeable(late, None, now)
+    assert (expired.value.status, expired.value.code) == (410, "ERR_PAYMENT_INTENT_EXPIRED")
+    with pytest.raises(ApiError) as waiting:
+        check_chargeable(late, None, now, approved_in_time=True)
+    assert (waiting.value.status, waiting.value.code) == (422, "ERR_APPROVAL_NOT_CONFIRMED")
+    confirmed = SimpleNamespace(id="pi_1", status="approval_confirmed", expires_at=now - timedelta(seconds=1))
+    check_chargeable(confirmed, None, now)  # confirmed after its expiry: chargeable

@@ -87,7 +87,8 @@ VIP_GENERATION_SECONDS = Histogram("report_generation_seconds", "Time to generat
                                    namespace=NAMESPACE, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 
 # --- disbursement -----------------------------------------------------------------------------------------
-CHARGES = Counter("charges_total", "Charges finished, by network and outcome (succeeded, failed)",
+CHARGES = Counter("charges_total", "Charges finished, by network and outcome (succeeded, failed;"
+                  " reopened: a reorg removed the paying transaction)",
                   ["network", "outcome"], namespace=NAMESPACE)
 CHARGE_SECONDS = Histogram("charge_execution_seconds", "Charge request to mined receipt", ["network"],
                            namespace=NAMESPACE, buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))

@@ -17,6 +17,7 @@ from vip.chain.contracts import organisation_key
 from vip.chain.rpc import RpcClient, RpcError
 from vip.clock import Clock
 from vip.config import Settings
+from vip.indexer.store import final_block
 from vip.payments import store
 from vip.payments.disburser import Attempt, Disburser, DisburseRejected, Payout
 
@@ -91,6 +92,39 @@ class ChargeExecutor:
                 return
             await asyncio.sleep(RECEIPT_POLL_S)
 
+    async def recheck_successes(self, network: str) -> int:
+        """Re-check the network's succeeded charges whose block is not final yet: one whose transaction a
+        reorg removed (no receipt on the canonical chain, or a reverted one) is reopened, and the next
+        pass pays the same intent again (at most once: the contract refuses a paid intent id). Returns
+        how many were reopened."""
+        disburser = self.disburser(network)
+        async with self.engine.connect() as conn:
+            final = await final_block(conn, disburser.network)
+        if final is None:  # no indexer cursor yet: the node's own depth rule
+            final = await disburser.rpc.block_number() - disburser.network.finality_depth
+        async with self.engine.connect() as conn:
+            rows = await store.unfinal_successes(conn, network, final)
+        if not rows:
+            return 0
+        head = await disburser.rpc.block_number()
+        reopened = 0
+        for row in rows:
+            if row.block_number > head:
+                continue  # a node behind the block (a lagging one behind a load balancer) proves nothing
+            receipt = await disburser.receipt_block(row.tx_hash)
+            if receipt is not None and receipt[0]:
+                if receipt[1] != row.block_number:
+                    async with self.engine.begin() as conn:
+                        await store.move_mined(conn, row.tx_hash, receipt[1])
+                continue
+            async with self.engine.begin() as conn:
+                if await store.reopen_charge(conn, row.charge_id, row.tx_hash):
+                    reopened += 1
+                    log.warning("a reorg removed a charge's transaction: paying it again", network=network,
+                                charge_id=row.charge_id, tx_hash=row.tx_hash, block_number=row.block_number,
+                                final_block=final)
+        return reopened
+
     async def _broadcast_recorded(self, disburser: Disburser, payout: Payout, attempt: Attempt
                                   ) -> Attempt | None:
         """Send a recorded transaction; one the node refuses for its fees (the base fee rose past its
@@ -152,6 +186,8 @@ class ChargeExecutor:
         if tx_hash is None:
             return  # the log is not visible yet; the next pass settles it
         mined = await disburser.mined(tx_hash)
+        if mined is not None:
+            await disburser.mark_mined(mined)  # one of ours (a no-op otherwise): re-checked until final
         await self._finish(charge, succeeded=True, tx_hash=tx_hash,
                            executed_at=mined.block_time if mined else None)
 

@@ -26,7 +26,7 @@ from vip.chain.contracts import DISBURSED_TOPIC
 from vip.chain.fees import Fees, bumped, fees_for
 from vip.chain.rpc import RpcClient, RpcError
 from vip.config import DisbursementConfig, NetworkConfig
-from vip.store.tables import disbursement_transactions, operator_nonces
+from vip.store.tables import charges, disbursement_transactions, operator_nonces
 
 log = structlog.get_logger(__name__)
 
@@ -137,6 +137,14 @@ class Disburser:
         return Mined(tx_hash, int(receipt["status"], 16) == 1, number,
                      datetime.fromtimestamp(int(block["timestamp"], 16), UTC))
 
+    async def receipt_block(self, tx_hash: str) -> tuple[bool, int] | None:
+        """(succeeded, block number) of a transaction's receipt on the node's canonical chain, or None when
+        no canonical block holds it (never mined, or removed by a reorg)."""
+        receipt = await self.rpc.call("eth_getTransactionReceipt", [tx_hash])
+        if not receipt or receipt.get("blockNumber") is None:
+            return None
+        return int(receipt["status"], 16) == 1, int(receipt["blockNumber"], 16)
+
     async def known_to_node(self, tx_hash: str) -> bool:
         return await self.rpc.call("eth_getTransactionByHash", [tx_hash]) is not None
 
@@ -182,13 +190,18 @@ class Disburser:
             stored = await conn.scalar(select(operator_nonces.c.next_nonce).where(
                 operator_nonces.c.network == self.network.name, operator_nonces.c.sender == self.sender,
             ).with_for_update())
-            # The node's pending count wins when another tool used the key; ours wins over a node that
-            # forgot a transaction we signed but have not (re)broadcast yet.
-            nonce = max(stored, pending)
+            # The node's pending count, skipping the nonces our own transactions hold (signed or sent for
+            # a pending charge, or mined in a block a reorg may have removed: its charge is re-checked and
+            # re-sends that nonce). A nonce nobody holds is reused, so a nonce a reorg or a dropped
+            # transaction lost never leaves the next ones stuck behind a gap (decision 166).
+            held = await _held_nonces(conn, self.network.name, self.sender, pending)
+            nonce = pending
+            while nonce in held:
+                nonce += 1
             attempt = await self._record(conn, payout, nonce, gas, fees, sent_from)
             await conn.execute(update(operator_nonces).where(
                 operator_nonces.c.network == self.network.name, operator_nonces.c.sender == self.sender,
-            ).values(next_nonce=nonce + 1))
+            ).values(next_nonce=max(stored, nonce + 1)))
         log.info("disbursement signed", network=self.network.name, charge_id=payout.charge_id,
                  tx_hash=attempt.tx_hash, nonce=nonce)
         return attempt
@@ -244,6 +257,16 @@ class Disburser:
             await conn.execute(update(disbursement_transactions).where(
                 disbursement_transactions.c.tx_hash == mined.tx_hash).values(
                 status="mined" if mined.succeeded else "reverted", block_number=mined.block_number))
+
+
+async def _held_nonces(conn, network: str, sender: str, from_nonce: int) -> set[int]:
+    """Nonces from `from_nonce` up that a transaction of ours holds: signed or sent for a pending charge,
+    or mined (at or above the node's pending count only when a reorg removed its block)."""
+    dt = disbursement_transactions
+    live = dt.c.status.in_(("signed", "broadcast")) & (charges.c.status == "pending")
+    return set(await conn.scalars(select(dt.c.nonce).join(charges, charges.c.id == dt.c.charge_id).where(
+        dt.c.network == network, dt.c.sender == sender, dt.c.nonce >= from_nonce,
+        (dt.c.status == "mined") | live)))
 
 
 async def allowance_at(rpc: RpcClient, token: str, owner: str, spender: str, block: int | str) -> int:

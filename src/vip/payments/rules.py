@@ -117,14 +117,16 @@ def confirmable(allowance: int, reserved: int, waiting: Sequence[Reservation]) -
     return chosen
 
 
-def check_chargeable(intent: Any, charge: Any | None, now: datetime) -> None:
+def check_chargeable(intent: Any, charge: Any | None, now: datetime, approved_in_time: bool = False) -> None:
     """Refuse a charge of an intent (a payment_intents row) that is already charged (`charge`: its
-    charge row, if any), expired, or whose approval is not confirmed yet."""
+    charge row, if any), expired, or whose approval is not confirmed yet. Past `expires_at`, an intent with
+    an approval mined in time (`approved_in_time`) is not expired: it waits for that approval's finality."""
     if charge is not None or intent.status in (SUCCEEDED, FAILED):
         raise Conflict("this payment intent has already been charged", {
             "payment_intent_id": intent.id, "charge_id": charge.id if charge else None},
             code="ERR_ALREADY_CHARGED")
-    if intent.status == EXPIRED or (intent.status == PENDING_APPROVAL and intent.expires_at <= now):
+    if intent.status == EXPIRED or (intent.status == PENDING_APPROVAL and intent.expires_at <= now
+                                       and not approved_in_time):
         raise ApiError("the payment intent expired before its approval; create a new one",
                        {"payment_intent_id": intent.id, "expires_at": iso(intent.expires_at)},
                        code="ERR_PAYMENT_INTENT_EXPIRED", status=410)

@@ -36,12 +36,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vip.accounts.users import load_user
 from vip.chain.contracts import spender_of
+from vip.chain.rpc import RpcClient, RpcError
 from vip.clock import Clock
-from vip.config import Settings
+from vip.config import NetworkConfig, Settings
 from vip.errors import ApiError, Conflict, NotFound, Unprocessable
 from vip.ids import new_id
 from vip.indexer.store import add_watched_address
 from vip.payments import rules, store
+from vip.payments.disburser import allowance_at
 
 log = structlog.get_logger(__name__)
 
@@ -91,6 +93,8 @@ async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, *
         contract = spender_of(network.disbursement_contract, organisation_id).lower()  # type: ignore[arg-type]
         await add_watched_address(conn, network.name, contract, "spender",
                                   start_time=now - rules.APPROVAL_LOOKBACK)
+        reset = request.token == "USDT" and await _allowance_not_zero(settings, network, token.address,
+                                                                      funding, contract)
         return await store.create_intent(conn, {
             "id": new_id("pi"), "organisation_id": organisation_id, "user_id": request.user_id,
             "amount_usd": request.amount_usd, "amount": amount, "token": request.token,
@@ -98,7 +102,24 @@ async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, *
             "network": network.name, "recipient_wallet": recipient, "funding_wallet": funding,
             "contract_address": contract, "metadata": request.metadata,
             "expires_at": now + timedelta(seconds=settings.disbursement.intent_ttl_s),
+            "approval_reset_required": reset,
         }, now)
+
+
+async def _allowance_not_zero(settings: Settings, network: NetworkConfig, token: str, owner: str,
+                              spender: str) -> bool:
+    """Whether the funding wallet's allowance to the spender is not zero now (USDT then refuses a new
+    non-zero approve until it is set to 0). A node that does not answer counts as "not zero": an extra
+    approve(0) is harmless, a refused approve is not."""
+    if not network.rpc_url:
+        return True
+    try:
+        async with RpcClient(network.name, network.rpc_url, settings.rpc) as rpc:
+            return await allowance_at(rpc, token, owner, spender, "latest") != 0
+    except RpcError as exc:
+        log.warning("allowance unreadable; the approval instructions ask for approve(0) first",
+                    network=network.name, funding_wallet=owner, error=exc.message[:200])
+        return True
 
 
 async def get_intent(engine: AsyncEngine, organisation_id: str, intent_id: str) -> Row[Any]:
@@ -122,7 +143,9 @@ async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings, *
             intent = await store.load_intent(conn, intent_id, organisation_id=organisation_id, lock=True)
             if intent is None:
                 raise NotFound(f"no payment intent {intent_id}", {"payment_intent_id": intent_id})
-            rules.check_chargeable(intent, await store.charge_of_intent(conn, intent.id), now)
+            rules.check_chargeable(intent, await store.charge_of_intent(conn, intent.id), now,
+                                   intent.status == rules.PENDING_APPROVAL
+                                   and await store.approved_in_time(conn, intent.id))
             if not await _is_intent_approval(conn, intent, approval):
                 raise rules.approval_not_confirmed(
                     "approval_tx_hash is not a confirmed approval of this payment intent",

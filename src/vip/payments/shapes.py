@@ -13,6 +13,13 @@ from vip.formats import iso, usd
 def intent_json(row) -> dict[str, Any]:
     """The spec's Payment intent, plus the funding wallet, metadata and the confirmed approval."""
     contract = to_checksum_address(row.contract_address)
+    token_contract = to_checksum_address(row.token_address)
+    approval: dict[str, Any] = {"function": "approve", "spender": contract, "amount": str(int(row.amount)),
+                                "token_contract": token_contract}
+    if row.approval_reset_required:
+        # USDT refuses to change a non-zero allowance to another non-zero one: approve(spender, 0) first.
+        approval["reset_calldata"] = {"function": "approve", "spender": contract, "amount": "0",
+                                      "token_contract": token_contract}
     return {
         "id": row.id,
         "status": row.status,
@@ -23,12 +30,7 @@ def intent_json(row) -> dict[str, Any]:
         "recipient_wallet": to_checksum_address(row.recipient_wallet),
         "funding_wallet": to_checksum_address(row.funding_wallet),
         "contract_address": contract,
-        "approval_calldata": {
-            "function": "approve",
-            "spender": contract,
-            "amount": str(int(row.amount)),
-            "token_contract": to_checksum_address(row.token_address),
-        },
+        "approval_calldata": approval,
         "approval_tx_hash": row.approval_tx_hash,
         "metadata": row.metadata,
         "expires_at": iso(row.expires_at),

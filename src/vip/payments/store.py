@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Interval, and_, bindparam, delete, func, select, update
+from sqlalchemy import Interval, and_, bindparam, delete, exists, func, not_, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,6 +20,7 @@ from vip.store.tables import (
     charge_executors,
     charges,
     connections,
+    disbursement_transactions,
     funding_wallets,
     organisations,
     payment_intents,
@@ -85,6 +86,35 @@ async def is_indexed_approval(conn: AsyncConnection, intent, tx_hash: str) -> bo
     return found is not None
 
 
+# --- approvals mined in time: they keep an intent alive past `expires_at` until they are final ---------
+
+def _approval_in_time(above_block: int | None = None):
+    """EXISTS an indexed Approval of the intent's funding wallet to its spender for its token, of at least
+    its amount, mined before its `expires_at` (and, given `above_block`, not final yet)."""
+    ta = token_approvals
+    conditions = [ta.c.network == payment_intents.c.network,
+                  ta.c.token_address == payment_intents.c.token_address,
+                  ta.c.owner_address == payment_intents.c.funding_wallet,
+                  ta.c.spender_address == payment_intents.c.contract_address,
+                  ta.c.block_timestamp < payment_intents.c.expires_at,
+                  ta.c.amount >= payment_intents.c.amount]
+    if above_block is not None:
+        conditions.append(ta.c.block_number > above_block)
+    return exists().where(*conditions)
+
+
+def _awaiting(now: datetime):
+    """A `pending_approval` intent still waits for its approval: before `expires_at`, or after it when an
+    approval was mined in time (decision 167)."""
+    return and_(payment_intents.c.status == rules.PENDING_APPROVAL,
+                or_(payment_intents.c.expires_at > now, _approval_in_time()))
+
+
+async def approved_in_time(conn: AsyncConnection, intent_id: str) -> bool:
+    """Whether an Approval of the intent mined before its `expires_at` is indexed (final or not)."""
+    return bool(await conn.scalar(select(_approval_in_time()).where(payment_intents.c.id == intent_id)))
+
+
 # --- intents -------------------------------------------------------------------------------------------
 
 async def create_intent(conn: AsyncConnection, values: dict[str, Any], now: datetime):
@@ -111,10 +141,27 @@ async def confirm_intents(conn: AsyncConnection, intent_ids: list[str], approval
 
 
 async def expire_due(conn: AsyncConnection, now: datetime, limit: int = 500) -> int:
-    """Intents still waiting for approval at their expiry become `expired` (several daemons share it)."""
+    """Intents still waiting for approval at their expiry become `expired` (several daemons share it);
+    not those with an approval mined in time: approval confirmation expires them once it is final and
+    does not cover them (`expire_late`)."""
     due = select(payment_intents.c.id).where(
         payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at <= now,
+        not_(_approval_in_time()),
     ).limit(limit).with_for_update(skip_locked=True)
+    return await _expire(conn, due, now)
+
+
+async def expire_late(conn: AsyncConnection, allowance: rules.Allowance, final: int, now: datetime) -> int:
+    """The allowance's intents past `expires_at` whose approvals mined in time are all final, and which
+    confirmation (just run, under the same allowance lock) did not confirm, become `expired`."""
+    due = select(payment_intents.c.id).where(
+        _of_allowance(allowance), payment_intents.c.status == rules.PENDING_APPROVAL,
+        payment_intents.c.expires_at <= now, not_(_approval_in_time(above_block=final)),
+    ).with_for_update(skip_locked=True)
+    return await _expire(conn, due, now)
+
+
+async def _expire(conn: AsyncConnection, due, now: datetime) -> int:
     rows = (await conn.execute(update(payment_intents).where(payment_intents.c.id.in_(due.scalar_subquery()))
                                .values(status=rules.EXPIRED, updated_at=now)
                                .returning(*payment_intents.c))).all()
@@ -126,8 +173,7 @@ async def expire_due(conn: AsyncConnection, now: datetime, limit: int = 500) -> 
 
 
 async def oldest_pending_approval(conn: AsyncConnection, now: datetime) -> datetime | None:
-    return await conn.scalar(select(func.min(payment_intents.c.created_at)).where(
-        payment_intents.c.status == rules.PENDING_APPROVAL, payment_intents.c.expires_at > now))
+    return await conn.scalar(select(func.min(payment_intents.c.created_at)).where(_awaiting(now)))
 
 
 # --- allowances: which waiting intents an approval confirms --------------------------------------------
@@ -143,8 +189,7 @@ async def awaited_allowances(conn: AsyncConnection, network: str, now: datetime)
     """The allowances that intents of the network still wait for."""
     rows = await conn.execute(select(
         payment_intents.c.token_address, payment_intents.c.funding_wallet, payment_intents.c.contract_address,
-    ).where(payment_intents.c.network == network, payment_intents.c.status == rules.PENDING_APPROVAL,
-            payment_intents.c.expires_at > now).distinct())
+    ).where(payment_intents.c.network == network, _awaiting(now)).distinct())
     return [rules.Allowance(network, r.token_address, r.funding_wallet, r.contract_address) for r in rows]
 
 
@@ -175,8 +220,7 @@ async def waiting_reservations(conn: AsyncConnection, allowance: rules.Allowance
     """The allowance's intents still waiting for approval, oldest first."""
     rows = await conn.execute(select(payment_intents.c.id, payment_intents.c.amount,
                                      payment_intents.c.organisation_id).where(
-        _of_allowance(allowance), payment_intents.c.status == rules.PENDING_APPROVAL,
-        payment_intents.c.expires_at > now,
+        _of_allowance(allowance), _awaiting(now),
     ).order_by(payment_intents.c.seq))
     return [rules.Reservation(r.id, int(r.amount), r.organisation_id) for r in rows]
 
@@ -251,6 +295,48 @@ async def finish_charge(conn: AsyncConnection, charge_id: str, *, succeeded: boo
     metrics.CHARGES.labels(charge.network, status).inc()
     metrics.PAYMENT_INTENTS.labels(intent.network, status).inc()
     return charge
+
+
+async def unfinal_successes(conn: AsyncConnection, network: str, final: int, limit: int = 200):
+    """Succeeded charges of the network paid by a transaction of ours mined above `final` (charge_id,
+    tx_hash, block_number): a reorg may still remove them, so they are re-checked until final."""
+    dt = disbursement_transactions
+    # Driven by the mined transactions above the final block (a partial index): a few rows, however many
+    # charges have ever succeeded.
+    return (await conn.execute(select(charges.c.id.label("charge_id"), dt.c.tx_hash, dt.c.block_number)
+                               .select_from(dt).join(charges, charges.c.id == dt.c.charge_id).where(
+        dt.c.network == network, dt.c.status == "mined", dt.c.block_number > final,
+        charges.c.status == rules.SUCCEEDED, charges.c.disbursement_tx_hash == dt.c.tx_hash,
+    ).order_by(dt.c.block_number).limit(limit))).all()
+
+
+async def move_mined(conn: AsyncConnection, tx_hash: str, block_number: int) -> None:
+    """A reorg moved a mined transaction of ours to another block (it is still paid)."""
+    await conn.execute(update(disbursement_transactions).where(
+        disbursement_transactions.c.tx_hash == tx_hash).values(block_number=block_number))
+
+
+async def reopen_charge(conn: AsyncConnection, charge_id: str, tx_hash: str) -> bool:
+    """A reorg removed the transaction that paid a succeeded charge: the charge is `pending` again (its
+    intent `approval_confirmed`), due now, and its transaction counts as broadcast from now, so the executor
+    waits `drop_grace_s` for the node to mine it again, then re-sends the same intent with the same nonce
+    (the contract pays an intent id once: at most once still holds). No event: the next
+    `charge.succeeded` (a new transaction hash) or `charge.failed` tells the lender (decision 165)."""
+    charge = (await conn.execute(update(charges).where(
+        charges.c.id == charge_id, charges.c.status == rules.SUCCEEDED,
+        charges.c.disbursement_tx_hash == tx_hash,
+    ).values(status=rules.CHARGE_PENDING, disbursement_tx_hash=None, executed_at=None, locked_until=None,
+             next_attempt_at=func.now()).returning(*charges.c))).first()
+    if charge is None:
+        return False
+    await conn.execute(update(payment_intents).where(payment_intents.c.id == charge.payment_intent_id)
+                       .values(status=rules.APPROVAL_CONFIRMED, updated_at=func.now()))
+    await conn.execute(update(disbursement_transactions).where(
+        disbursement_transactions.c.tx_hash == tx_hash).values(status="broadcast", block_number=None,
+                                                               broadcast_at=func.now()))
+    await conn.execute(select(func.pg_notify(CHARGE_DUE_CHANNEL, charge_id)))
+    metrics.CHARGES.labels(charge.network, "reopened").inc()
+    return True
 
 
 async def oldest_pending_charge(conn: AsyncConnection) -> datetime | None:

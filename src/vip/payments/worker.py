@@ -62,7 +62,7 @@ class ApprovalConfirmer:
         async with self.engine.connect() as conn:
             approval = await store.latest_approval(conn, allowance, final)
         if approval is None or final < 0:
-            return 0
+            return 0  # nothing final: an intent kept alive by an approval in time waits (expire_late)
         # The smaller of the final and the latest allowance: a later approve() that lowered it counts
         # at once, one that raised it only once it is final too.
         token, owner, spender = allowance.token, allowance.owner, allowance.spender
@@ -74,9 +74,15 @@ class ApprovalConfirmer:
             waiting = rules.of_organisation(await store.waiting_reservations(conn, allowance, now), spender,
                                             self._spender_of)
             chosen = rules.confirmable(amount, await store.reserved_amount(conn, allowance), waiting)
-            if not chosen:
-                return 0
-            count = await store.confirm_intents(conn, chosen, approval.tx_hash, now)
+            count = await store.confirm_intents(conn, chosen, approval.tx_hash, now) if chosen else 0
+            # Past expires_at and kept alive only by approvals now final that did not cover it: expired
+            # here, after confirmation and under the same lock, so no daemon expires what this one confirms.
+            late = await store.expire_late(conn, allowance, final, now)
+        if late:
+            self.log.info("payment intents expired after their approval was final", count=late,
+                          funding_wallet=owner)
+        if not count:
+            return 0
         self.log.info("approvals confirmed", intents=count, approval_tx_hash=approval.tx_hash,
                       allowance=amount, funding_wallet=owner)
         return count
@@ -124,6 +130,13 @@ class ChargeCompleter:
         self.announced.set()
 
     async def step(self) -> bool:
+        for network in sorted(self.executor.rpcs):
+            try:
+                await self.executor.recheck_successes(network)
+            except Exception:
+                log.exception("re-checking succeeded charges failed", network=network,
+                              job="charge_completion")
+                metrics.JOB_ERRORS.labels("charge_completion", "recheck").inc()
         async with self.engine.begin() as conn:
             oldest = await store.oldest_pending_charge(conn)
             metrics.JOB_OLDEST_PENDING.labels("charge_completion").set(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Date,
     DateTime,
@@ -378,6 +379,8 @@ payment_intents = Table(
     Column("approval_tx_hash", Text),
     Column("approval_confirmed_at", DateTime(timezone=True)),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    # USDT with a non-zero allowance at creation: the approval instructions start with approve(0).
+    Column("approval_reset_required", Boolean, nullable=False, server_default=text("false")),
     # Creation order (timestamps tie on a chain clock): approvals confirm intents first come, first served.
     Column("seq", BigInteger, Identity(), nullable=False, unique=True),
     Index(None, "status", "network", "created_at"),
@@ -470,6 +473,9 @@ disbursement_transactions = Table(
     Column("sent_from_block", BigInteger),
     Index(None, "charge_id"),
     Index(None, "network", "sender", "nonce"),
+    # The mined ones not final yet: what the charge execution job re-checks for reorgs.
+    Index("ix_disbursement_transactions_mined", "network", "block_number",
+          postgresql_where=text("status = 'mined'")),
 )
 
 # The next nonce of each operator account, allocated under this row's lock (several processes share it).
