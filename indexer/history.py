@@ -94,17 +94,22 @@ class IndexedTransfersSource:
         self.page_size = page_size
         self.tokens = fetcher.tokens
         self.name = fetcher.network.name
-        self.distrusted: set[str] = set()  # addresses whose index history failed its balance check
+        self.scanned: set[str] = set()  # the index failed them (balance check, errors): scanned from now on
         self.log = log.bind(network=self.name, role="backfill", source="alchemy_transfers")
 
     async def fetch(self, start: int, limit: int, addresses: Sequence[str],
                     reasons: Mapping[str, str]) -> HistoryRange:
-        if any(reasons.get(a) not in INDEXED_REASONS or a in self.distrusted for a in addresses):
+        if any(reasons.get(a) not in INDEXED_REASONS or a in self.scanned for a in addresses):
             return await self.scan.fetch(start, limit, addresses, reasons)
         named: dict[tuple[str, int], int] = {}  # (tx hash, log index) -> block, as the index says
-        for address in addresses:
-            for side in ("fromAddress", "toAddress"):
-                named.update(await self._transfers(start, limit, side, address))
+        try:
+            for address in addresses:
+                for side in ("fromAddress", "toAddress"):
+                    named.update(await self._transfers(start, limit, side, address))
+        except RpcError as exc:  # no such method on this plan, or failing past its retries
+            self.scanned.update(addresses)
+            self.log.warning("transfer index unavailable; scanning logs instead", error=str(exc))
+            return await self.scan.fetch(start, limit, addresses, reasons)
         logs = await self._confirm(sorted(set(named.values())), addresses)
         on_chain = {(lg.tx_hash, lg.log_index) for lg in logs}
         invented = sorted(key for key in named if key not in on_chain)
@@ -112,7 +117,7 @@ class IndexedTransfersSource:
             self.log.warning("index named transfers the chain does not have; dropped",
                              count=len(invented), first=f"{invented[0][0]}:{invented[0][1]}")
         if not await self._balances_agree(start, limit, addresses, logs):
-            self.distrusted.update(addresses)
+            self.scanned.update(addresses)
             self.log.warning("index history fails the balance check; scanning logs instead",
                              addresses=list(addresses), start=start, limit=limit)
             return await self.scan.fetch(start, limit, addresses, reasons)

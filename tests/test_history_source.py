@@ -11,11 +11,12 @@ from dataclasses import replace
 import aiohttp
 import pytest
 
-from tests.support.chain import ChainDriver, local_network
-from tests.support.indexer import db_rows
+from tests.support.chain import ChainDriver, indexer_settings, local_network
+from tests.support.indexer import db_rows, running_indexer
+from tests.test_provider_standin import wait_indexed
 from vip.chain.rpc import RpcClient
 from vip.config import RpcConfig
-from vip.devstack.provider import PROFILES, IndexFaults, ProviderStandIn
+from vip.devstack.provider import PROFILES, FaultRates, IndexFaults, ProviderStandIn
 from vip.indexer import store
 from vip.indexer.backfill import Backfiller
 from vip.indexer.fetcher import LogFetcher
@@ -73,7 +74,7 @@ async def test_index_history_equals_the_canonical_chain(chain: ChainDriver, engi
     rows = await db_rows(engine, "local")
     assert transfers(rows) == transfers(canonical)
     assert rows <= canonical  # approvals in the confirmed blocks are real ones too
-    assert isinstance(source, IndexedTransfersSource) and not source.distrusted
+    assert isinstance(source, IndexedTransfersSource) and not source.scanned
     # Pages of 4 were followed by pageKey. The confirmation learnt the 20-block cap from one refused
     # batch (two items) and asked far fewer ranges than a scan's head / 20.
     assert provider.calls["alchemy_getAssetTransfers"] > 4 * len(wallets)
@@ -87,7 +88,7 @@ async def test_invented_transfers_are_never_stored(chain: ChainDriver, engine):
         source, head = await backfill(chain, engine, provider, dict.fromkeys(wallets, "wallet"))
     canonical = chain.token_logs({w.lower() for w in wallets}, to_block=head)
     assert transfers(await db_rows(engine, "local")) == transfers(canonical)
-    assert isinstance(source, IndexedTransfersSource) and not source.distrusted  # nothing was missing
+    assert isinstance(source, IndexedTransfersSource) and not source.scanned  # nothing was missing
 
 
 async def test_an_omitted_transfer_makes_the_window_scanned(chain: ChainDriver, engine):
@@ -102,7 +103,7 @@ async def test_an_omitted_transfer_makes_the_window_scanned(chain: ChainDriver, 
     rows = await db_rows(engine, "local")
     assert rows == canonical  # scanned: approvals too
     assert omitted in {r.tx_hash for r in rows}
-    assert isinstance(source, IndexedTransfersSource) and source.distrusted == {w.lower() for w in wallets}
+    assert isinstance(source, IndexedTransfersSource) and source.scanned == {w.lower() for w in wallets}
     assert provider.calls["eth_getLogs"] > 2 * (head // 20)  # the whole window was scanned
 
 
@@ -169,3 +170,42 @@ async def test_stand_in_speaks_alchemy_transfers_api(chain: ChainDriver):
 def test_confirm_spans_cover_exactly_the_named_blocks(blocks, spans):
     assert confirm_spans(blocks) == spans
     assert confirm_spans(range(0, 5000, 10), width=100)[0] == (0, 90)
+
+
+async def test_a_provider_without_the_index_is_scanned(chain: ChainDriver, engine):
+    wallets = activity(chain, 6)
+    with ProviderStandIn(chain.node.rpc_url, replace(CAPPED, asset_transfers=False)) as provider:
+        _, head = await backfill(chain, engine, provider, dict.fromkeys(wallets, "wallet"))
+    assert await db_rows(engine, "local") == chain.token_logs({w.lower() for w in wallets}, to_block=head)
+    assert provider.calls["alchemy_getAssetTransfers"] == 1  # refused (-32601), then the scan
+
+
+async def test_the_daemon_backfills_through_the_index_under_faults(chain: ChainDriver, database_url, engine):
+    """The configured source in the running daemon, with 5xx, time-outs and 429s while it follows: a
+    wallet watched late gets its history from the index, exactly."""
+    rng = random.Random(7)
+    wallets = chain.accounts[2:4]
+    chain.fund(chain.accounts[2:8])
+    chain.random_activity(rng, 40, chain.accounts[2:8], chain.accounts[2:8], per_block=2)
+    chain.mine(100)
+    faults = FaultRates(seed=3, http_5xx=0.05, timeout=0.02, timeout_hold_s=1.0)
+    with ProviderStandIn(chain.node.rpc_url, CAPPED, faults=faults, requests_per_s=40) as provider:
+        network = local_network(provider.url, chain.node.chain_id, chain.contracts, finality_depth=4,
+                                initial_block_range=10, max_block_range=10_000,
+                                history_initial_block_range=100_000, history_max_block_range=10_000_000,
+                                ).model_copy(update={"history_source": "alchemy_transfers"})
+        settings = indexer_settings(network, timeout_s=0.5)
+        rpc = settings.rpc.model_copy(update={"retry_after_cap_s": 0.2})
+        settings = settings.model_copy(update={"rpc": rpc})
+        async with running_indexer(settings, database_url):
+            await wait_indexed(engine, chain, "local", 0)
+            async with engine.begin() as conn:
+                for address in wallets:
+                    await store.add_watched_address(conn, "local", address, "wallet", start_block=0)
+            chain.random_activity(rng, 10, chain.accounts[2:8], chain.accounts[2:8], per_block=2)
+            indexed = await wait_indexed(engine, chain, "local", 0)
+    canonical = chain.token_logs({w.lower() for w in wallets}, to_block=indexed)
+    rows = await db_rows(engine, "local")
+    assert transfers(rows) == transfers(canonical) and rows <= canonical, dict(provider.refusals)
+    assert provider.calls["alchemy_getAssetTransfers"] >= 2 * len(wallets)
+    assert provider.refusals["http_5xx"] + provider.refusals["timeout"] > 0, dict(provider.refusals)
