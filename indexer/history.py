@@ -21,9 +21,11 @@ log = structlog.get_logger(__name__)
 # Reasons whose history is a wallet's transfers (what a transfer index covers). Other watched addresses
 # (a `spender`, whose history is approvals the index does not list) are always scanned.
 INDEXED_REASONS = frozenset({"wallet", "counterparty"})
-# Named blocks closer than this are confirmed by one eth_getLogs range (fewer items, still small).
-CONFIRM_GAP = 64
-CONFIRM_MAX_WIDTH = 1_000
+# Named blocks within this many blocks of a range's first are confirmed by that one eth_getLogs range:
+# fewer items (a provider bills each), and a wallet's logs in 2,000 blocks stay under any result cap
+# (Alchemy has none up to 2,000 blocks). Never wider than a block-range cap the provider stated.
+CONFIRM_GAP = 2_000
+CONFIRM_MAX_WIDTH = 2_000
 BALANCE_OF = "0x70a08231"  # balanceOf(address)
 
 

@@ -168,7 +168,8 @@ async def test_stand_in_speaks_alchemy_transfers_api(chain: ChainDriver):
     ([5, 5, 9, 200, 201, 1000], [(5, 9), (200, 201), (1000, 1000)]),
 ])
 def test_confirm_spans_cover_exactly_the_named_blocks(blocks, spans):
-    assert confirm_spans(blocks) == spans
+    assert confirm_spans(blocks, gap=64, width=1_000) == spans
+    assert confirm_spans([5, 9, 200, 1999, 2005]) == [(5, 1999), (2005, 2005)]  # the defaults: 2,000
     assert confirm_spans(range(0, 5000, 10), width=100)[0] == (0, 90)
 
 

@@ -22,7 +22,8 @@ PROFILES and in docs/operations.md "Choosing a provider plan"):
 
 Every random draw comes from `random.Random(seed)` under a lock, in arrival order. `calls` counts items
 by method, `refusals` the answers the stand-in made up by kind, `http_requests` the HTTP requests,
-`lagged_requests` those a lagging node answered.
+`lagged_requests` those a lagging node answered, `transfers_served` the transfers of the Transfers API's
+answers.
 The server runs on its own thread and event loop, so synchronous code, any asyncio loop and child
 processes can all use it.
 """
@@ -218,6 +219,7 @@ class ProviderStandIn:
         self.refusals: Counter[str] = Counter()
         self.http_requests = 0
         self.lagged_requests = 0
+        self.transfers_served = 0  # transfers alchemy_getAssetTransfers answered with
         self._rng = random.Random(self.faults.seed)
         self._lock = threading.Lock()
         self._bucket = _Bucket(self.profile.requests_per_s) if self.profile.requests_per_s else None
@@ -469,7 +471,7 @@ class ProviderStandIn:
         if offset + max_count < len(transfers):
             # Opaque to the client, uuid-shaped like Alchemy's; the stand-in keeps the offset in it.
             result["pageKey"] = f"7ab1ec5e-0000-4000-8000-{offset + max_count:012x}"
-        self.calls["asset_transfer_items"] += len(page)
+        self.transfers_served += len(page)
         return _result(item, result)
 
     async def _transfer(self, lg: dict) -> dict:
