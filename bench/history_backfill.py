@@ -165,6 +165,7 @@ def main() -> None:
           "measured above, plus the run's refusals once. Time at 25 requests/s, and at the latency "
           "measured here:")
     print(f"{'run':<14}" + "".join(f"{n:>27}" for n in YEAR_BLOCKS))
+    transfers = args.transfers
     for (label, profile, initial, maximum, source), r in zip(runs, results, strict=True):
         refused = sum(r["refusals"].values())  # once per run: a stated cap is kept from then on
         ranges = max((r["get_logs"] - refused) // 2, 1)  # two eth_getLogs per range (sender, recipient)
@@ -174,11 +175,28 @@ def main() -> None:
         cells = []
         for year in YEAR_BLOCKS.values():
             calls = math.ceil(ranges_for(year, initial, min(maximum, cap)) * per_range) + refused
-            if source != "logs":  # per transfer, not per block: a year with as many transfers; every
-                calls = r["items"]  # item of a batch counted, as the providers bill them
+            if source != "logs":  # per transfer, not per block (see index_year)
+                calls = index_year(transfers, year)[1]
             cells.append(f"{calls:>9,} {calls / 25:>7.1f}s {calls * latency:>7.1f}s")
         print(f"{label:<14}" + "".join(f"{c:>27}" for c in cells))
-    print("(columns per network: HTTP requests, seconds at 25 req/s, seconds at the latency measured here)")
+    print("(columns per network: HTTP requests, seconds at 25 req/s, seconds at the latency measured here;"
+          " for capped-index, items: every eth_getLogs, eth_call and header of a batch counted)")
+    for network, year in YEAR_BLOCKS.items():
+        http, items = index_year(transfers, year)
+        print(f"capped-index, a year on {network}: {http} HTTP requests, {items} items "
+              f"({items / 25:.1f}s at 25 items/s)")
+
+
+def index_year(transfers: int, year_blocks: int, batch: int = 100, tokens: int = 2) -> tuple[int, int]:
+    """HTTP requests and items of the index source for `transfers` spread over a year: two index queries
+    per 1,000 transfers, two eth_getLogs per confirmation range (one per transfer once they are more
+    than 2,000 blocks apart, else one per 2,000 blocks), two balances per token, a header per block for
+    its time (logs that carry `blockTimestamp` spare these), batched `batch` items per request."""
+    ranges = min(transfers, math.ceil(year_blocks / 2_000))
+    pages = 2 * max(1, math.ceil(transfers / 1_000))
+    get_logs, balances, headers = 2 * ranges, 2 * tokens, transfers
+    http = pages + math.ceil(get_logs / batch) + 1 + math.ceil(headers / batch)
+    return http, pages + get_logs + balances + headers
 
 
 def ranges_for(blocks: int, initial: int, maximum: int) -> int:
