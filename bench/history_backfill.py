@@ -174,13 +174,14 @@ def main() -> None:
         cap = profile.range_cap or maximum
         cells = []
         for year in YEAR_BLOCKS.values():
-            calls = math.ceil(ranges_for(year, initial, min(maximum, cap)) * per_range) + refused
+            calls = http = math.ceil(ranges_for(year, initial, min(maximum, cap)) * per_range) + refused
             if source != "logs":  # per transfer, not per block (see index_year)
-                calls = index_year(transfers, year)[1]
-            cells.append(f"{calls:>9,} {calls / 25:>7.1f}s {calls * latency:>7.1f}s")
+                http, calls = index_year(transfers, year)
+            cells.append(f"{calls:>9,} {calls / 25:>7.1f}s {http * latency:>7.1f}s")
         print(f"{label:<14}" + "".join(f"{c:>27}" for c in cells))
     print("(columns per network: HTTP requests, seconds at 25 req/s, seconds at the latency measured here;"
-          " for capped-index, items: every eth_getLogs, eth_call and header of a batch counted)")
+          " for capped-index, items: every eth_getLogs, eth_call and header of a batch counted, the latency"
+          " per HTTP request)")
     for network, year in YEAR_BLOCKS.items():
         http, items = index_year(transfers, year)
         print(f"capped-index, a year on {network}: {http} HTTP requests, {items} items "
