@@ -14,6 +14,7 @@ from vip.config import NetworkConfig
 from vip.indexer import store
 from vip.indexer.decode import BlockHeader, TokenLog
 from vip.indexer.fetcher import LogFetcher
+from vip.indexer.history import HistorySource, history_source
 from vip.indexer.progress import Progress
 from vip.indexer.store import WatchedAddress
 from vip.run_loop import run_steps
@@ -38,11 +39,13 @@ async def first_block_at_or_after(fetcher: LogFetcher, when: datetime, head: int
 class Backfiller:
     """Brings pending watched addresses' history in, oldest first, several addresses per range."""
 
-    def __init__(self, network: NetworkConfig, engine: AsyncEngine, fetcher: LogFetcher) -> None:
+    def __init__(self, network: NetworkConfig, engine: AsyncEngine, fetcher: LogFetcher,
+                 source: HistorySource | None = None) -> None:
         self.network = network
         self.name = network.name
         self.engine = engine
         self.fetcher = fetcher
+        self.source = source if source is not None else history_source(network, fetcher)
         self.symbols = network.token_by_address()
         self.log = log.bind(network=self.name, role="backfill")
         self._progress: Progress | None = None
@@ -61,7 +64,7 @@ class Backfiller:
                 async with self.engine.begin() as conn:
                     await store.set_start_block(conn, self.name, item.address, start)
             resolved.append(WatchedAddress(item.address, start, item.start_time, item.live_from_block,
-                                           item.backfill_next_block))
+                                           item.backfill_next_block, item.reason))
         return resolved
 
     async def step(self) -> bool:
@@ -88,7 +91,9 @@ class Backfiller:
         if self._progress is None:
             self._progress = Progress(f"{self.name} backfill", limit - start + 1)
 
-        range_start, range_end, logs, _ = await self.fetcher.logs_adaptive(start - 1, limit, group)
+        reasons = {w.address: w.reason for w in pending}
+        fetched = await self.source.fetch(start, limit, group, reasons)
+        range_start, range_end, logs = fetched.start, fetched.end, fetched.logs
         # Addresses whose own window ends before this range only keep their logs up to that end.
         logs = [lg for lg in logs if self._wanted(lg, group, ends)]
         untimed = sorted({lg.block_number for lg in logs if lg.block_timestamp is None})

@@ -41,6 +41,7 @@ class WatchedAddress:
     start_time: datetime | None
     live_from_block: int | None
     backfill_next_block: int | None
+    reason: str = "wallet"  # wallet | counterparty | spender
 
 
 # --- cursor ------------------------------------------------------------------------------------------
@@ -238,7 +239,7 @@ async def rollback_to(conn: AsyncConnection, network: str, *, fork: Cursor, old_
 
 def _watched(row: Row[Any]) -> WatchedAddress:
     return WatchedAddress(row.address, row.start_block, row.start_time, row.live_from_block,
-                          row.backfill_next_block)
+                          row.backfill_next_block, row.reason)
 
 
 async def load_watch_set(conn: AsyncConnection, network: str) -> list[WatchedAddress]:

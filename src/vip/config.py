@@ -96,6 +96,10 @@ class NetworkConfig(_Strict):
     # any range under their result cap, so it starts large; decision 146).
     history_initial_block_range: int = Field(default=100_000, ge=1)
     history_max_block_range: int = Field(default=10_000_000, ge=1)
+    # Where that history comes from (decisions 170-172): `logs` (eth_getLogs over those ranges) or
+    # `alchemy_transfers` (the provider's indexed Transfers API, every answer confirmed by eth_getLogs
+    # on the blocks it names and by the wallet's balances before anything is stored).
+    history_source: Literal["logs", "alchemy_transfers"] = "logs"
     mode: Literal["watched", "all"] = "watched"
     start_block: int = Field(default=0, ge=0)
 

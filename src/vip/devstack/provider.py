@@ -22,7 +22,8 @@ PROFILES and in docs/operations.md "Choosing a provider plan"):
 
 Every random draw comes from `random.Random(seed)` under a lock, in arrival order. `calls` counts items
 by method, `refusals` the answers the stand-in made up by kind, `http_requests` the HTTP requests,
-`lagged_requests` those a lagging node answered.
+`lagged_requests` those a lagging node answered, `transfers_served` the transfers of the Transfers API's
+answers.
 The server runs on its own thread and event loop, so synchronous code, any asyncio loop and child
 processes can all use it.
 """
@@ -37,11 +38,13 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 from aiohttp import web
 
+from vip.chain.contracts import TRANSFER_TOPIC
 from vip.devstack.rpc_front import RpcFrontServer
 
 HEAD_TAGS = ("latest", "pending")
@@ -98,6 +101,8 @@ class ProviderProfile:
     results_error: Callable[[int, int], tuple[int, str]] = _generic_results_error
     rate_limit_body: dict[str, Any] = field(default_factory=lambda: {
         "code": 429, "message": "Too Many Requests"})
+    # Answers `alchemy_getAssetTransfers` (Alchemy's Transfers API), computed from the node's logs.
+    asset_transfers: bool = False
     sources: tuple[str, ...] = ()
 
 
@@ -107,13 +112,14 @@ PROFILES: dict[str, ProviderProfile] = {
     # cap of 10K logs"; 1,000 requests per HTTP batch (under 50 recommended).
     "alchemy": ProviderProfile(
         name="alchemy", result_cap=10_000, uncapped_range=2_000, batch_cap=1_000,
-        results_error=_alchemy_results_error,
+        results_error=_alchemy_results_error, asset_transfers=True,
         rate_limit_body={"code": 429, "message": "Your app has exceeded its compute units per second "
                                                  "capacity. If you have retries enabled, you can safely "
                                                  "ignore this message."},
         sources=("https://www.alchemy.com/docs/chains/ethereum/ethereum-api-endpoints/eth-get-logs",
                  "https://www.alchemy.com/docs/reference/batch-requests",
                  "https://www.alchemy.com/docs/best-practices-when-using-alchemy",
+                 "https://docs.alchemy.com/alchemy/enhanced-apis/transfers-api",
                  "https://github.com/ethers-io/ethers.js/issues/4703")),
     # No block-range cap; at most 10,000 results, 5,000 parameters and 10 s per query (-32005 with a
     # suggested range); throughput in credits per second answered with HTTP 429 (free tier 500 credits/s).
@@ -141,6 +147,16 @@ PROFILES: dict[str, ProviderProfile] = {
     # No limits at all: the node itself (Anvil), for comparison.
     "node": ProviderProfile(name="node"),
 }
+
+
+@dataclass(frozen=True)
+class IndexFaults:
+    """An index that lies (decision 171): it leaves out the transfers whose transaction hashes are in
+    `omit`, and adds `invent` made-up transfers (to the queried `toAddress`, or from the `fromAddress`)
+    in blocks of the queried range that have none."""
+
+    omit: frozenset[str] = frozenset()
+    invent: int = 0
 
 
 @dataclass(frozen=True)
@@ -189,7 +205,8 @@ class ProviderStandIn(RpcFrontServer):
     def __init__(self, upstream_url: str, profile: str | ProviderProfile = "node", *,
                  faults: FaultRates | None = None, node_lags: tuple[int, ...] = (0,),
                  missing_log_blocks: int = 0, finalized_depth: int | None = None,
-                 safe_depth: int | None = None, requests_per_s: float | None = None) -> None:
+                 safe_depth: int | None = None, requests_per_s: float | None = None,
+                 index_faults: IndexFaults | None = None) -> None:
         base = PROFILES[profile] if isinstance(profile, str) else profile
         self.profile = replace(base, requests_per_s=requests_per_s) if requests_per_s else base
         super().__init__(upstream_url)
@@ -198,10 +215,13 @@ class ProviderStandIn(RpcFrontServer):
         self.missing_log_blocks = missing_log_blocks
         self.finalized_depth = finalized_depth
         self.safe_depth = safe_depth
+        self.index_faults = index_faults or IndexFaults()
+        self._decimals: dict[str, int] = {}
         self.calls: Counter[str] = Counter()
         self.refusals: Counter[str] = Counter()
         self.http_requests = 0
         self.lagged_requests = 0
+        self.transfers_served = 0  # transfers alchemy_getAssetTransfers answered with
         self._rng = random.Random(self.faults.seed)
         self._lock = threading.Lock()
         self._bucket = _Bucket(self.profile.requests_per_s) if self.profile.requests_per_s else None
@@ -296,6 +316,10 @@ class ProviderStandIn(RpcFrontServer):
                 return await self._forward(item, [hex(number), *params[1:]])
             if method == "eth_getLogs" and params and isinstance(params[0], dict):
                 return await self._get_logs(item, params[0], lag, missing, heads)
+            if method == "alchemy_getAssetTransfers":
+                if not self.profile.asset_transfers:
+                    return _error(item, -32601, f"the method {method} does not exist/is not available")
+                return await self._asset_transfers(item, params[0] if params else {}, heads)
         except (KeyError, TypeError, ValueError):
             pass  # malformed: the node answers it
         return await self._forward(item, params)
@@ -347,3 +371,106 @@ class ProviderStandIn(RpcFrontServer):
             return _error(item, code, message, {"from": hex(first), "to": hex(fits),
                                                 "limit": profile.result_cap})
         return _result(item, logs)
+
+    # -- alchemy_getAssetTransfers --------------------------------------------------------------------
+    # The request and answer as docs.alchemy.com/alchemy/enhanced-apis/transfers-api documents them:
+    # fromBlock/toBlock (hex, inclusive, default 0x0/latest), fromAddress and toAddress ANDed,
+    # contractAddresses ORed, category required, maxCount (hex, default 0x3e8), pageKey (a uuid) for the
+    # next page; each transfer has blockNum, uniqueId, hash, from, to, value, asset, category and
+    # rawContract {value, address, decimal}, and metadata {blockTimestamp} with withMetadata. Only the
+    # "erc20" category is served (the tokens' Transfer logs), in ascending block order.
+
+    async def _asset_transfers(self, item: dict, query: dict, heads: dict[str, int]) -> dict:
+        categories = query.get("category")
+        if not isinstance(categories, list) or not categories:
+            return _error(item, -32602, "category is required")
+        if set(categories) - {"erc20"}:
+            return _error(item, -32602, "the stand-in serves the erc20 category only")
+        first = int(query.get("fromBlock") or "0x0", 16)
+        last = self._block(query.get("toBlock") or "latest", heads)
+        max_count = int(query.get("maxCount") or "0x3e8", 16)
+        if not 0 < max_count <= 1000:
+            return _error(item, -32602, "maxCount must be between 0x1 and 0x3e8")
+        topics: list[Any] = [TRANSFER_TOPIC]
+        sender, recipient = query.get("fromAddress"), query.get("toAddress")
+        topics.append(_topic(sender) if sender else None)
+        topics.append(_topic(recipient) if recipient else None)
+        flt: dict[str, Any] = {"fromBlock": hex(first), "toBlock": hex(last), "topics": topics}
+        if query.get("contractAddresses"):
+            flt["address"] = [a.lower() for a in query["contractAddresses"]]
+        reply = await self._upstream({"jsonrpc": "2.0", "id": 1, "method": "eth_getLogs", "params": [flt]})
+        logs = reply.get("result")
+        if not isinstance(logs, list):
+            return _error(item, -32603, "internal error")
+        transfers = [await self._transfer(lg) for lg in logs if len(lg.get("topics") or []) == 3]
+        faults = self.index_faults
+        transfers = [t for t in transfers if t["hash"] not in faults.omit]
+        if faults.invent and (sender or recipient):
+            transfers = sorted(transfers + self._invented(first, last, sender, recipient, transfers),
+                               key=lambda t: int(t["blockNum"], 16))
+        if query.get("withMetadata"):
+            stamps = await self._timestamps({int(t["blockNum"], 16) for t in transfers})
+            for t in transfers:
+                t["metadata"] = {"blockTimestamp": stamps.get(int(t["blockNum"], 16))}
+        offset = 0
+        if query.get("pageKey"):
+            try:
+                offset = int(str(query["pageKey"]).rsplit("-", 1)[1], 16)
+            except (IndexError, ValueError):
+                return _error(item, -32602, "invalid pageKey")
+        page = transfers[offset:offset + max_count]
+        result: dict[str, Any] = {"transfers": page}
+        if offset + max_count < len(transfers):
+            # Opaque to the client, uuid-shaped like Alchemy's; the stand-in keeps the offset in it.
+            result["pageKey"] = f"7ab1ec5e-0000-4000-8000-{offset + max_count:012x}"
+        self.transfers_served += len(page)
+        return _result(item, result)
+
+    async def _transfer(self, lg: dict) -> dict:
+        token = lg["address"].lower()
+        if token not in self._decimals:
+            reply = await self._upstream({"jsonrpc": "2.0", "id": 1, "method": "eth_call",
+                                          "params": [{"to": token, "data": "0x313ce567"}, "latest"]})
+            self._decimals[token] = int(reply.get("result") or "0x0", 16)
+        decimals = self._decimals[token]
+        raw = int(lg["data"], 16)
+        unique_id = f"{lg['transactionHash']}:log:{int(lg['logIndex'], 16)}"
+        return {"blockNum": lg["blockNumber"], "uniqueId": unique_id,
+                "hash": lg["transactionHash"], "from": "0x" + lg["topics"][1][-40:],
+                "to": "0x" + lg["topics"][2][-40:], "value": raw / 10**decimals,
+                "erc721TokenId": None, "erc1155Metadata": None, "tokenId": None, "asset": None,
+                "category": "erc20",
+                "rawContract": {"value": hex(raw), "address": token, "decimal": hex(decimals)}}
+
+    def _invented(self, first: int, last: int, sender: str | None, recipient: str | None,
+                  real: list[dict]) -> list[dict]:
+        taken = {int(t["blockNum"], 16) for t in real}
+        free = [n for n in range(first, last + 1) if n not in taken][:self.index_faults.invent]
+        made_up = []
+        for n in free:
+            tx = "0x" + f"{n:064x}".replace("0", "e")
+            made_up.append({"blockNum": hex(n), "uniqueId": f"{tx}:log:0", "hash": tx,
+                            "from": (sender or "0x" + "0e" * 20).lower(),
+                            "to": (recipient or "0x" + "0e" * 20).lower(), "value": 1_000.0,
+                            "erc721TokenId": None, "erc1155Metadata": None, "tokenId": None,
+                            "asset": "USDC", "category": "erc20",
+                            "rawContract": {"value": hex(10**9), "address": None, "decimal": "0x6"}})
+        return made_up
+
+    async def _timestamps(self, numbers: set[int]) -> dict[int, str]:
+        if not numbers:
+            return {}
+        ordered = sorted(numbers)
+        replies = await self._upstream([{"jsonrpc": "2.0", "id": i, "method": "eth_getBlockByNumber",
+                                         "params": [hex(n), False]} for i, n in enumerate(ordered)])
+        stamps = {}
+        for reply in replies:
+            block = reply.get("result")
+            if block:
+                when = datetime.fromtimestamp(int(block["timestamp"], 16), UTC)
+                stamps[int(block["number"], 16)] = when.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        return stamps
+
+
+def _topic(address: str) -> str:
+    return "0x" + "0" * 24 + address.lower().removeprefix("0x")
