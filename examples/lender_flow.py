@@ -260,6 +260,16 @@ def run(state_path: Path) -> None:
         expect(pushed.status == 201, "platform records not accepted", pushed)
 
         step("5. Verified Income Profile and risk score")
+        # The daemon follows the chain a few seconds behind it, and a VIP is made from what is final when
+        # it runs: once the payouts show as verified income in the borrower's transactions (labelled as
+        # soon as they are final and match a record, no VIP needed), the VIP sees them all.
+        def salaries_verified():
+            listed = api.get("/v1/transactions", user_id=user["id"], limit=50)
+            expect(listed.status == 200, "transactions not listed", listed)
+            return sum(1 for t in listed.body["transactions"]
+                       if t["classification"] == "verified_income") >= len(paydays)
+        wait_until("the salaries to show as verified income", salaries_verified)
+
         def vip_ready():
             report = api.get("/v1/vip-report", user_id=user["id"], lookback_months=6)
             expect(report.status in (200, 202), "VIP request refused", report)
