@@ -13,10 +13,9 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from vip import readiness
 from vip.accounts import keys
 from vip.api import ratelimit
-from vip.api.context import CLAIMS, CLOCK, ENGINE, HTTP, KEY_CACHE, SETTINGS, public
+from vip.api.context import CLAIMS, CLOCK, ENGINE, HTTP, KEY_CACHE, READINESS, SETTINGS, public
 from vip.api.jsonio import iso, json_response
 from vip.api.middleware import MAX_BODY_BYTES, ApiRequest, access, idempotency, request_context
 from vip.api.routes import (
@@ -39,6 +38,7 @@ from vip.api.routes import dev as dev_routes  # integrators' test clock (local n
 from vip.clock import ChainClock, clock_for
 from vip.config import Settings
 from vip.errors import ApiError, Unauthorized
+from vip.readiness import CachedReadiness
 from vip.store.engine import create_engine
 
 log = structlog.get_logger(__name__)
@@ -59,8 +59,8 @@ async def liveness(request: web.Request) -> web.Response:
 @public
 async def ready(request: web.Request) -> web.Response:
     """200 when the database and every enabled network's RPC answer; 503 naming what does not."""
-    problems = await readiness.readiness(request.app[ENGINE], request.app[HTTP],
-                                         request.app[SETTINGS].enabled_networks())
+    problems = await request.app[READINESS].problems(request.app[ENGINE], request.app[HTTP],
+                                                     request.app[SETTINGS].enabled_networks())
     if problems:
         log.warning("not ready", problems=problems)
         summary = "; ".join(f"{name}: {problem}" for name, problem in problems.items())
@@ -120,6 +120,7 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
     # index`, is the only process that executes charges; docs/security.md).
     app[SETTINGS] = settings.without_operator()
     app[KEY_CACHE] = keys.PrincipalCache(settings.api.key_cache_s)
+    app[READINESS] = CachedReadiness()
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
         # No pre-ping: it costs a round trip per checkout on every request. A connection the server

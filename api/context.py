@@ -8,6 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from vip.accounts.keys import Principal, PrincipalCache
 from vip.clock import Clock
 from vip.config import Settings
+from vip.readiness import CachedReadiness
 
 SETTINGS = web.AppKey("settings", Settings)
 ENGINE = web.AppKey("engine", AsyncEngine)
@@ -15,6 +16,7 @@ CLAIMS = web.AppKey("claims", AsyncEngine)  # Idempotency-Key claims: a connecti
 CLOCK = web.AppKey("clock", Clock)
 HTTP = web.AppKey("http", ClientSession)  # outbound HTTP (platform OAuth and data pulls)
 KEY_CACHE = web.AppKey("key_cache", PrincipalCache)
+READINESS = web.AppKey("readiness", CachedReadiness)  # the readiness probe's answer, shared for 2 s
 
 PRINCIPAL = web.RequestKey("principal", Principal)  # set by the access middleware
 REQUEST_ID = web.RequestKey("request_id", str)

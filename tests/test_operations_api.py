@@ -5,9 +5,11 @@ Real application on loopback HTTP, real PostgreSQL and Anvil."""
 from __future__ import annotations
 
 import platform
+import time
 
 import aiohttp
 import pytest
+from aiohttp import web
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
@@ -126,3 +128,28 @@ async def test_the_daemons_readiness_names_a_dead_rpc(engine, session_chain):
                     assert body.get("problems", {}).keys() == ({"rpc:polygon"} if status == 503 else set())
         finally:
             await runner.cleanup()
+
+
+async def test_readiness_is_probed_at_most_once_per_interval(aiohttp_client, session_chain, database_url,
+                                                             engine):
+    """/readyz is public and never throttled: a burst of requests must not become a burst of calls to the
+    lender's paid RPC provider. The probe's answer is shared for two seconds."""
+    probes = []
+
+    async def rpc(request: web.Request) -> web.Response:
+        call = await request.json()
+        if call["method"] == "eth_blockNumber":  # the probe (the service clock reads the latest block)
+            probes.append(call)
+            return web.json_response({"jsonrpc": "2.0", "id": call["id"], "result": "0x10"})
+        block = {"number": "0x10", "hash": "0x" + "ab" * 32, "timestamp": hex(int(time.time()))}
+        return web.json_response({"jsonrpc": "2.0", "id": call["id"], "result": block})
+
+    provider = web.Application()
+    provider.router.add_post("/", rpc)
+    provider_client = await aiohttp_client(provider)
+    counted = local_network(str(provider_client.make_url("/")), session_chain.node.chain_id,
+                            session_chain.contracts)
+    async with checked_api(aiohttp_client, indexer_settings(counted), database_url, engine) as api:
+        for _ in range(20):
+            assert (await api.client.get("/readyz")).status == 200
+        assert len(probes) == 1

@@ -57,9 +57,11 @@ async def _health_handler(_: web.Request) -> web.Response:
 
 
 def _ready_handler(engine, networks: list[NetworkConfig]):
+    probe = readiness.CachedReadiness()
+
     async def handler(_: web.Request) -> web.Response:
         async with aiohttp.ClientSession() as http:
-            problems = await readiness.readiness(engine, http, networks)
+            problems = await probe.problems(engine, http, networks)
         if problems:
             return web.json_response({"status": "not_ready", "role": "indexer", "problems": problems},
                                      status=503)

@@ -8,6 +8,7 @@ balancer takes a process that is not ready out of rotation until it is."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import aiohttp
 from sqlalchemy import text
@@ -56,3 +57,23 @@ async def readiness(engine: AsyncEngine, http: aiohttp.ClientSession,
     names = ["database", *(f"rpc:{n.name}" for n in networks)]
     found = await asyncio.gather(database_problem(engine), *(rpc_problem(http, n) for n in networks))
     return {name: problem for name, problem in zip(names, found, strict=True) if problem is not None}
+
+
+class CachedReadiness:
+    """The probe's answer, reused for `ttl_s`. Readiness is public and never rate-limited (load balancers
+    poll it), so without this anyone could turn requests to it into calls to the lender's paid RPC
+    provider; concurrent probes share the one that runs."""
+
+    def __init__(self, ttl_s: float = 2.0) -> None:
+        self.ttl_s = ttl_s
+        self._answer: dict[str, str] = {}
+        self._at: float | None = None  # time.monotonic() of the last probe
+        self._lock = asyncio.Lock()
+
+    async def problems(self, engine: AsyncEngine, http: aiohttp.ClientSession,
+                       networks: list[NetworkConfig]) -> dict[str, str]:
+        async with self._lock:
+            if self._at is None or time.monotonic() - self._at >= self.ttl_s:
+                self._answer = await readiness(engine, http, networks)
+                self._at = time.monotonic()
+            return dict(self._answer)

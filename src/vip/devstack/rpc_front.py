@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from abc import ABC, abstractmethod
 from typing import Self
 
 import aiohttp
 from aiohttp import web
 
 
-class RpcFrontServer:
+class RpcFrontServer(ABC):
     """Serves POST on 127.0.0.1 (a free port) and forwards what `_handle` chooses to `upstream_url`."""
 
     thread_name = "rpc-front"
@@ -73,5 +74,6 @@ class RpcFrontServer:
         await self._runner.cleanup()
         await self._session.close()
 
+    @abstractmethod
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        raise NotImplementedError
+        """Answer one POST (forwarding to `upstream_url` as the subclass chooses)."""
