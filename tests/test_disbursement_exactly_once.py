@@ -477,13 +477,19 @@ async def test_no_live_daemon_answers_503_and_records_nothing(pay_api, chain, da
 
 
 async def test_transaction_refused_for_its_fees_is_replaced_with_the_same_nonce(pay_api, chain, database_url):
-    """Signed and recorded with a fee cap below the base fee, the node refuses it; a daemon with a sane
-    cap re-signs the same nonce with market fees."""
+    """Signed and recorded with a fee cap below the base fee (the network's own cap, which wins over the
+    service-wide one), the node refuses it; a daemon with a sane cap re-signs the same nonce with market
+    fees, tipping at least the network's floor."""
     who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "17")
     before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
     nonce_before = operator_nonce(chain)
-    stingy = pay_api.settings.disbursement.model_copy(update={"max_fee_gwei": Decimal("0.000000001")})
-    stingy_daemon = Restarted(pay_api, pay_api.settings.model_copy(update={"disbursement": stingy}))
+
+    def with_network_fees(**fees) -> Settings:
+        networks = {name: network.model_copy(update=fees) if name == "local" else network
+                    for name, network in pay_api.settings.networks.items()}
+        return pay_api.settings.model_copy(update={"networks": networks})
+
+    stingy_daemon = Restarted(pay_api, with_network_fees(max_fee_gwei=Decimal("0.000000001")))
     charge_id, _ = await new_charge(pay_api, intent, approval_tx)
     try:
         with pytest.raises(RpcError, match="fee"):
@@ -493,13 +499,14 @@ async def test_transaction_refused_for_its_fees_is_replaced_with_the_same_nonce(
     [refused] = await attempts(pay_api, charge_id)
     assert refused.status == "signed" and int(refused.max_fee_per_gas) == 1
 
-    sane = Restarted(pay_api)
+    sane = Restarted(pay_api, with_network_fees(min_priority_fee_gwei=Decimal(3)))
     try:
         charge = await sane.finish(pay_api, charge_id)
     finally:
         await sane.close()
     replaced, replacement = await attempts(pay_api, charge_id)
     assert replaced.status == "replaced" and replacement.nonce == refused.nonce
+    assert int(replacement.max_priority_fee_per_gas) >= 3 * 10**9
     assert charge["status"] == "succeeded" and charge["disbursement_tx_hash"] == replacement.tx_hash
     assert operator_nonce(chain) == nonce_before + 1
     assert_paid_once(chain, intent, who, funding, before, 17_000_000, replacement.tx_hash)

@@ -90,6 +90,8 @@ def test_fees_and_replacement_bumps():
     assert fees_for(10, 2, 10**12) == Fees(22, 2)
     assert fees_for(10, 2, 15) == Fees(15, 2)
     assert fees_for(10, 20, 15) == Fees(15, 15)
+    assert fees_for(10, 2, 10**12, min_tip=30) == Fees(50, 30)  # polygon's floor lifts a low market tip
+    assert fees_for(10, 40, 10**12, min_tip=30) == Fees(60, 40)
     previous = Fees(100, 10)
     assert bumped(previous, Fees(50, 5), 25, 10**12) == Fees(125, 13)  # at least 25% up, rounded up
     assert bumped(previous, Fees(300, 30), 25, 10**12) == Fees(300, 30)  # the market moved further

@@ -79,6 +79,11 @@ class NetworkConfig(_Strict):
     local: bool = False
     tokens: dict[str, TokenConfig]
     disbursement_contract: str | None = None
+    # The operator's EIP-1559 fees on this network (decision 210): a cap on maxFeePerGas in gwei (unset:
+    # the disbursement section's `max_fee_gwei`) and a floor on the tip (polygon's validators drop
+    # transactions tipping under 30 gwei; elsewhere the node's eth_maxPriorityFeePerGas is enough).
+    max_fee_gwei: Decimal | None = Field(default=None, gt=0)
+    min_priority_fee_gwei: Decimal = Field(default=Decimal(0), ge=0)
     # Which block counts as final (decision 147): the node's `finalized` or `safe` tag, or `depth`:
     # `finality_depth` blocks behind the head (local chains, and the fallback for a node that does not
     # know the tag). `finality_depth` also bounds how deep a reorg the follower expects.

@@ -11,9 +11,10 @@ class Fees:
     max_priority_fee_per_gas: int
 
 
-def fees_for(base_fee: int, tip: int, cap: int) -> Fees:
-    """Tip plus twice the base fee (room for six full blocks of +12.5% each), capped; the tip never
-    exceeds the max fee."""
+def fees_for(base_fee: int, tip: int, cap: int, min_tip: int = 0) -> Fees:
+    """Tip (at least the network's floor) plus twice the base fee (room for six full blocks of +12.5%
+    each), capped; the tip never exceeds the max fee."""
+    tip = max(tip, min_tip)
     max_fee = min(2 * base_fee + tip, cap)
     return Fees(max_fee, min(tip, max_fee))
 

@@ -102,7 +102,10 @@ class Disburser:
         self.sender = operator.address.lower()
         self.contract = network.disbursement_contract
         self.config = config
-        self.fee_cap = int(config.max_fee_gwei * GWEI)
+        # The network's own cap when it has one (an L2's fees are a thousandth of ethereum's: the
+        # service-wide cap would let a spike there cost far more than it should; decision 210).
+        self.fee_cap = int((network.max_fee_gwei or config.max_fee_gwei) * GWEI)
+        self.min_tip = int(network.min_priority_fee_gwei * GWEI)
 
     # --- reads -----------------------------------------------------------------------------------------
 
@@ -163,7 +166,7 @@ class Disburser:
     async def market_fees(self) -> Fees:
         block = await self.rpc.call("eth_getBlockByNumber", ["latest", False])
         tip = int(await self.rpc.call("eth_maxPriorityFeePerGas"), 16)
-        return fees_for(int(block.get("baseFeePerGas") or "0x0", 16), tip, self.fee_cap)
+        return fees_for(int(block.get("baseFeePerGas") or "0x0", 16), tip, self.fee_cap, self.min_tip)
 
     async def estimate_gas(self, payout: Payout) -> int:
         """Gas for disburse(), which also proves the call would succeed now (a revert raises)."""
