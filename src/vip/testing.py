@@ -58,8 +58,9 @@ class VipStack:
 
     @classmethod
     def start(cls, data_dir: Path, *, env: dict[str, str] | None = None,
-              timeout_s: float = STARTUP_TIMEOUT_S) -> VipStack:
-        """Start `vip dev` on free ports and wait until its state file says it is ready."""
+              timeout_s: float = STARTUP_TIMEOUT_S, extra_args: tuple[str, ...] = ()) -> VipStack:
+        """Start `vip dev` on free ports and wait until its state file says it is ready; `extra_args` go to
+        `vip dev` as they are (`("--provider", "alchemy")`, say)."""
         data_dir.mkdir(parents=True, exist_ok=True)
         state_file = data_dir / "state.json"
         state_file.unlink(missing_ok=True)
@@ -68,7 +69,7 @@ class VipStack:
         anvil_port, api_port, metrics_port = free_ports(3)
         args = [vip_console_script(), "dev", "--data-dir", str(data_dir), "--state-file",
                 str(state_file), "--anvil-port", str(anvil_port), "--api-port", str(api_port),
-                "--metrics-port", str(metrics_port), "--no-demo"]
+                "--metrics-port", str(metrics_port), "--no-demo", *extra_args]
         log = (data_dir / "vip-dev.log").open("ab")
         proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
