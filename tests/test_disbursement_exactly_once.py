@@ -621,6 +621,44 @@ async def test_reorg_removing_a_paid_charge_pays_the_intent_again_once(pay_api, 
     assert await restarted.executor.recheck_successes("local") == 0  # the new payment stands
 
 
+async def test_reorg_removing_a_payment_made_outside_the_service_pays_the_intent_once(pay_api, chain,
+                                                                                     database_url, restarted):
+    """Another tool holding the operator key paid the intent; the charge settled from its Disbursed log,
+    with that transaction recorded as `external`. A reorg removes its block: the re-check reopens the
+    charge (the transaction is `external_removed`: we hold no signed bytes of it to send again) and the
+    service pays the intent itself, once."""
+    who, funding, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "37",
+                                                               lender_index=4)
+    before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
+    charge_id, payout = await new_charge(pay_api, intent, approval_tx)
+    snapshot = chain.node.call("evm_snapshot")
+    contract = contract_at(chain.w3, "Disbursement", chain.contracts.disbursement)
+    call = contract.functions.disburse(bytes.fromhex(payout.organisation_key[2:]),
+                                       bytes.fromhex(payout.chain_intent_id[2:]),
+                                       chain.w3.to_checksum_address(payout.token),
+                                       chain.w3.to_checksum_address(payout.funding_wallet),
+                                       chain.w3.to_checksum_address(payout.recipient), payout.amount)
+    outside = send_transaction(chain.w3, call, chain.node.private_keys[1])["transactionHash"].to_0x_hex()
+    first = await restarted.finish(pay_api, charge_id)
+    assert (first["status"], first["disbursement_tx_hash"]) == ("succeeded", outside.lower())
+    [recorded] = await attempts(pay_api, charge_id)
+    assert (recorded.status, recorded.raw_tx, recorded.sender) == ("external", "", chain.accounts[1].lower())
+    assert await restarted.executor.recheck_successes("local") == 0  # still on the chain
+
+    assert chain.node.call("evm_revert", [snapshot])  # the block holding the outside payment leaves
+    chain.mine(3)
+    assert balance(chain, "USDC", who.wallet) == before[1]
+    assert await restarted.executor.recheck_successes("local") == 1
+    charge, reopened = await load(pay_api, charge_id)
+    assert (charge.status, reopened.status) == ("pending", "approval_confirmed")
+    again = await restarted.finish(pay_api, charge_id)
+    removed, ours = await attempts(pay_api, charge_id)
+    assert removed.tx_hash == outside.lower() and removed.status == "external_removed"
+    assert ours.status == "mined" and ours.raw_tx and again["disbursement_tx_hash"] == ours.tx_hash
+    assert_paid_once(chain, intent, who, funding, before, 37_000_000, ours.tx_hash)
+    assert await restarted.executor.recheck_successes("local") == 0
+
+
 async def test_a_nonce_nobody_holds_is_used_again(pay_api, chain, database_url, restarted):
     """The stored next nonce ran ahead of the chain (a transaction lost to a reorg or a dropped one whose
     charge settled otherwise): the next charge takes the node's pending nonce, not one past a gap."""

@@ -187,7 +187,7 @@ class ChargeExecutor:
             return  # the log is not visible yet; the next pass settles it
         mined = await disburser.mined(tx_hash)
         if mined is not None:
-            await disburser.mark_mined(mined)  # one of ours (a no-op otherwise): re-checked until final
+            await disburser.record_paid_by(charge.id, mined)  # ours or not, re-checked until final
         await self._finish(charge, succeeded=True, tx_hash=tx_hash,
                            executed_at=mined.block_time if mined else None)
 

@@ -26,6 +26,7 @@ from vip.chain.contracts import DISBURSED_TOPIC
 from vip.chain.fees import Fees, bumped, fees_for
 from vip.chain.rpc import RpcClient, RpcError
 from vip.config import DisbursementConfig, NetworkConfig
+from vip.payments.rules import TX_EXTERNAL
 from vip.store.tables import charges, disbursement_transactions, operator_nonces
 
 log = structlog.get_logger(__name__)
@@ -112,7 +113,8 @@ class Disburser:
     async def attempts(self, charge_id: str) -> list[Attempt]:
         async with self.engine.connect() as conn:
             rows = await conn.execute(select(disbursement_transactions).where(
-                disbursement_transactions.c.charge_id == charge_id)
+                disbursement_transactions.c.charge_id == charge_id,
+                disbursement_transactions.c.status.not_in(TX_EXTERNAL))
                 .order_by(disbursement_transactions.c.created_at, disbursement_transactions.c.nonce))
             return [_attempt(r) for r in rows]
 
@@ -258,8 +260,33 @@ class Disburser:
     async def mark_mined(self, mined: Mined) -> None:
         async with self.engine.begin() as conn:
             await conn.execute(update(disbursement_transactions).where(
-                disbursement_transactions.c.tx_hash == mined.tx_hash).values(
+                disbursement_transactions.c.tx_hash == mined.tx_hash,
+                disbursement_transactions.c.status.not_in(TX_EXTERNAL)).values(
                 status="mined" if mined.succeeded else "reverted", block_number=mined.block_number))
+
+    async def record_paid_by(self, charge_id: str, mined: Mined) -> None:
+        """The transaction that paid the charge, as mined: ours is marked so; one we did not sign (another
+        tool holding the operator key) is recorded as `external` with what the node says of it, so that a
+        reorg removing it is caught as one removing ours would be (decision 211)."""
+        async with self.engine.connect() as conn:
+            ours = await conn.scalar(select(disbursement_transactions.c.status).where(
+                disbursement_transactions.c.tx_hash == mined.tx_hash))
+        if ours is not None and ours not in TX_EXTERNAL:
+            await self.mark_mined(mined)
+            return
+        tx = await self.rpc.call("eth_getTransactionByHash", [mined.tx_hash])
+        if tx is None:
+            return  # gone since its receipt was read (a reorg): the next re-check settles the charge
+        fee = int(tx.get("maxFeePerGas") or tx["gasPrice"], 16)
+        values = {"network": self.network.name, "charge_id": charge_id, "sender": tx["from"].lower(),
+                  "nonce": int(tx["nonce"], 16), "raw_tx": "",  # never ours to send again
+                  "gas_limit": int(tx["gas"], 16), "max_fee_per_gas": Decimal(fee),
+                  "max_priority_fee_per_gas": Decimal(int(tx.get("maxPriorityFeePerGas") or hex(fee), 16)),
+                  "status": "external", "block_number": mined.block_number}
+        async with self.engine.begin() as conn:
+            await conn.execute(pg_insert(disbursement_transactions).values(tx_hash=mined.tx_hash, **values)
+                               .on_conflict_do_update(index_elements=["tx_hash"], set_={
+                                   "status": "external", "block_number": mined.block_number}))
 
 
 async def _held_nonces(conn, network: str, sender: str, from_nonce: int) -> set[int]:

@@ -28,6 +28,11 @@ SUCCEEDED = "succeeded"
 FAILED = "failed"
 # Charge statuses.
 CHARGE_PENDING = "pending"
+# Disbursement transaction statuses that paid the charge on the chain as last seen (ours, or one we did not
+# sign: another tool holding the operator key), and those of transactions we did not sign, which are never
+# an attempt of ours to send, replace or hold a nonce for (decision 211).
+TX_PAID_BY = ("mined", "external")
+TX_EXTERNAL = ("external", "external_removed")
 
 
 def disbursement_network(settings: Settings, name: str, token: str) -> NetworkConfig:

@@ -298,14 +298,15 @@ async def finish_charge(conn: AsyncConnection, charge_id: str, *, succeeded: boo
 
 
 async def unfinal_successes(conn: AsyncConnection, network: str, final: int, limit: int = 200):
-    """Succeeded charges of the network paid by a transaction of ours mined above `final` (charge_id,
-    tx_hash, block_number): a reorg may still remove them, so they are re-checked until final."""
+    """Succeeded charges of the network paid by a transaction mined above `final`, ours or one recorded
+    as `external` (charge_id, tx_hash, block_number): a reorg may still remove them, so they are
+    re-checked until final."""
     dt = disbursement_transactions
     # Driven by the mined transactions above the final block (a partial index): a few rows, however many
     # charges have ever succeeded.
     return (await conn.execute(select(charges.c.id.label("charge_id"), dt.c.tx_hash, dt.c.block_number)
                                .select_from(dt).join(charges, charges.c.id == dt.c.charge_id).where(
-        dt.c.network == network, dt.c.status == "mined", dt.c.block_number > final,
+        dt.c.network == network, dt.c.status.in_(rules.TX_PAID_BY), dt.c.block_number > final,
         charges.c.status == rules.SUCCEEDED, charges.c.disbursement_tx_hash == dt.c.tx_hash,
     ).order_by(dt.c.block_number).limit(limit))).all()
 
@@ -321,7 +322,9 @@ async def reopen_charge(conn: AsyncConnection, charge_id: str, tx_hash: str) -> 
     intent `approval_confirmed`), due now, and its transaction counts as broadcast from now, so the executor
     waits `drop_grace_s` for the node to mine it again, then re-sends the same intent with the same nonce
     (the contract pays an intent id once: at most once still holds). No event: the next
-    `charge.succeeded` (a new transaction hash) or `charge.failed` tells the lender (decision 165)."""
+    `charge.succeeded` (a new transaction hash) or `charge.failed` tells the lender (decision 165). A
+    transaction we did not sign becomes `external_removed`: we hold no signed bytes to send again, so
+    the executor pays the intent itself (the contract still pays an intent id once; decision 211)."""
     charge = (await conn.execute(update(charges).where(
         charges.c.id == charge_id, charges.c.status == rules.SUCCEEDED,
         charges.c.disbursement_tx_hash == tx_hash,
@@ -331,9 +334,11 @@ async def reopen_charge(conn: AsyncConnection, charge_id: str, tx_hash: str) -> 
         return False
     await conn.execute(update(payment_intents).where(payment_intents.c.id == charge.payment_intent_id)
                        .values(status=rules.APPROVAL_CONFIRMED, updated_at=func.now()))
-    await conn.execute(update(disbursement_transactions).where(
-        disbursement_transactions.c.tx_hash == tx_hash).values(status="broadcast", block_number=None,
-                                                               broadcast_at=func.now()))
+    dt = disbursement_transactions
+    await conn.execute(update(dt).where(dt.c.tx_hash == tx_hash, dt.c.status == "external")
+                       .values(status="external_removed", block_number=None))
+    await conn.execute(update(dt).where(dt.c.tx_hash == tx_hash, dt.c.status != "external_removed")
+                       .values(status="broadcast", block_number=None, broadcast_at=func.now()))
     await conn.execute(select(func.pg_notify(CHARGE_DUE_CHANNEL, charge_id)))
     metrics.CHARGES.labels(charge.network, "reopened").inc()
     return True

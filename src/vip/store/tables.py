@@ -464,7 +464,8 @@ disbursement_transactions = Table(
     Column("gas_limit", BigInteger, nullable=False),
     Column("max_fee_per_gas", UINT256, nullable=False),
     Column("max_priority_fee_per_gas", UINT256, nullable=False),
-    # signed | broadcast | mined | reverted | replaced
+    # signed | broadcast | mined | reverted | replaced; `external`: a transaction we did not sign (another
+    # tool holding the operator key) that paid the charge, `external_removed` once a reorg took it away
     Column("status", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     Column("broadcast_at", DateTime(timezone=True)),
@@ -475,7 +476,7 @@ disbursement_transactions = Table(
     Index(None, "network", "sender", "nonce"),
     # The mined ones not final yet: what the charge execution job re-checks for reorgs.
     Index("ix_disbursement_transactions_mined", "network", "block_number",
-          postgresql_where=text("status = 'mined'")),
+          postgresql_where=text("status IN ('mined', 'external')")),
 )
 
 # The next nonce of each operator account, allocated under this row's lock (several processes share it).
