@@ -26,6 +26,7 @@ FLOORS: list[set[str]] = [
     {"vip.accounts", "vip.connections", "vip.transactions", "vip.reports", "vip.payments", "vip.webhooks",
      "vip.personas"},
     {"vip.api"},
+    {"vip.dashboard"},
     {"vip.daemon", "vip.cli", "vip.devstack", "vip.testing", "vip.client"},
 ]
 
