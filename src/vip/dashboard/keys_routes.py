@@ -1,0 +1,7 @@
+"""The keys pages (admins)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+routes = web.RouteTableDef()
