@@ -49,9 +49,9 @@ NO_INFLOW = "no inflow"  # ERR_INCOME_MISMATCH with nothing received
 PLOT_HEIGHT = 200
 LEFT, RIGHT, TOP = 88, 16, 64
 BELOW = 64  # period, tier and reason lines under the plot
-GROUP = 72  # one month: two bars and the gap between months
-BAR = 24
-MIN_WIDTH = 720
+GROUP, MAX_GROUP = 72, 150  # one month: two bars and the gap between months
+MAX_BAR = 40
+MIN_WIDTH = 880
 TICKS = 4
 
 
@@ -156,9 +156,10 @@ def bar_height(value: Decimal, top: Decimal, plot_height: int = PLOT_HEIGHT) -> 
     return max(1, min(plot_height, pixels))
 
 
-def money(value: Decimal) -> str:
+def money(value: Decimal | int | str) -> str:
     """A USD amount with thousands separators, at least 2 and at most 6 decimals, never rounded
     (the report carries 6)."""
+    value = amount(value)
     digits = max(2, min(6, -value.normalize().as_tuple().exponent)) if value != value.to_integral() else 2
     return f"{value:,.{digits}f}"
 
@@ -245,7 +246,10 @@ def income_chart_svg(report: Mapping[str, Any], *, id_prefix: str = "vipchart") 
     """The report as an inline SVG (escaped: safe to insert into a page as it is)."""
     periods = chart_periods(report)
     top = axis_top(max([p.expected for p in periods] + [p.arrived for p in periods], default=Decimal(0)))
-    width = max(MIN_WIDTH, LEFT + GROUP * len(periods) + RIGHT)
+    # A few months spread over the minimum width; many take GROUP each (the figure then scrolls).
+    group = min(MAX_GROUP, max(GROUP, (MIN_WIDTH - LEFT - RIGHT) // max(1, len(periods))))
+    bar = min(MAX_BAR, (group - 24) // 2)
+    width = max(MIN_WIDTH, LEFT + group * len(periods) + RIGHT)
     height = TOP + PLOT_HEIGHT + BELOW
     base = TOP + PLOT_HEIGHT
     title_id, desc_id = f"{id_prefix}-title", f"{id_prefix}-desc"
@@ -266,21 +270,21 @@ def income_chart_svg(report: Mapping[str, Any], *, id_prefix: str = "vipchart") 
                      f'<text x="{LEFT - 6}" y="{y + 4}" text-anchor="end">{escape(money(value))}</text>')
     parts.append("</g>")
     for i, p in enumerate(periods):
-        x = LEFT + GROUP * i + (GROUP - 2 * BAR - 4) // 2
+        x = LEFT + group * i + (group - 2 * bar - 4) // 2
         expected_h, received_h = bar_height(p.expected, top), bar_height(p.arrived, top)
         reasons = ", ".join(p.short_reasons)
         tip = (f"{p.period}: received {money(p.arrived)} USD, expected {money(p.expected)} USD"
                + (f" ({money(p.not_counted)} USD not counted as income)" if p.not_counted else "")
                + f"; {TIER_TEXT[p.tier]}" + (f": {reasons}" if reasons else ""))
-        centre = x + BAR + 2
+        centre = x + bar + 2
         parts.append(
             f'<g class="period" data-period="{_attr(p.period)}" data-expected="{_attr(p.expected)}" '
             f'data-received="{_attr(p.received)}" data-arrived="{_attr(p.arrived)}" '
             f'data-tier="{_attr(p.tier)}">'
             f"<title>{escape(tip)}</title>"
-            f'<rect class="expected" x="{x}" y="{base - expected_h}" width="{BAR}" height="{expected_h}" '
+            f'<rect class="expected" x="{x}" y="{base - expected_h}" width="{bar}" height="{expected_h}" '
             f'fill="#ffffff" stroke="{EXPECTED_STROKE}" stroke-width="2" stroke-dasharray="4 2"/>'
-            f'<rect class="received" x="{x + BAR + 4}" y="{base - received_h}" width="{BAR}" '
+            f'<rect class="received" x="{x + bar + 4}" y="{base - received_h}" width="{bar}" '
             f'height="{received_h}" fill="{_fill(p.tier, id_prefix)}"/>'
             f'<text x="{centre}" y="{base + 16}" text-anchor="middle">{escape(p.period)}</text>'
             f'<text class="tier" x="{centre}" y="{base + 32}" text-anchor="middle" font-weight="600">'
