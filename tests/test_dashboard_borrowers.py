@@ -14,7 +14,7 @@ from decimal import Decimal
 import pytest
 from eth_account import Account
 from playwright.async_api import Page
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.api import ApiHarness, checked_api
@@ -24,7 +24,7 @@ from tests.support.indexer import running_indexer, wait_synced
 from tests.support.paths import REPO_ROOT
 from tests.support.verification import USDC, Borrower, month_after, months_after, noon
 from tests.support.wallets import connect
-from vip.store.tables import chain_cursors
+from vip.store.tables import chain_cursors, risk_scores
 from vip.verification.config import VerificationConfig
 
 IMAGES = REPO_ROOT / "docs" / "images"
@@ -46,10 +46,9 @@ async def harness(aiohttp_client, chain: ChainDriver, database_url: str,
 
 
 async def borrower_with_a_vip(api: ApiHarness, chain: ChainDriver, database_url: str,
-                              external_id: str) -> tuple[Borrower, dict, list[str], dict]:
+                              external_id: str) -> tuple[Borrower, dict, list[str]]:
     """Four months of salary (the second with a wash round trip), the records pushed, the VIP made by the
-    daemon and its risk score asked for through the API. Returns the borrower, the VIP, the washed
-    transfers' hashes and the score."""
+    daemon. Returns the borrower, the VIP and the washed transfers' hashes."""
     accounts = chain.accounts
     chain.fund([accounts[i] for i in range(2, 10)])
     user_id = await api.user(external_id=external_id)
@@ -70,9 +69,7 @@ async def borrower_with_a_vip(api: ApiHarness, chain: ChainDriver, database_url:
     async with running_indexer(api.settings, database_url):
         await wait_synced(api.engine, chain, "local")
         vip = await b.vip(len(PAID))
-    status, body = await b.get("/v1/risk-score", user_id=user_id)
-    assert status == 200, body
-    return b, vip, washed, body["risk_score"]
+    return b, vip, washed
 
 
 async def no_serious_accessibility_problems(page: Page) -> None:
@@ -107,7 +104,7 @@ async def labelled_fields(page: Page) -> None:
 @pytest.mark.timeout(400)
 async def test_an_analyst_reads_a_borrower_s_vip_flags_score_and_transactions(harness, chain, database_url):
     api = harness
-    b, vip, washed, score = await borrower_with_a_vip(api, chain, database_url, "loan-applicant-7")
+    b, vip, washed = await borrower_with_a_vip(api, chain, database_url, "loan-applicant-7")
     assert vip["status"] == "partially_verified"
     assert {f["tx_hash"] for f in vip["fraud_flags"]} == set(washed)
     months = sorted(vip["verified_periods"] + vip["unverified_periods"], key=lambda p: p["period"])
@@ -154,8 +151,21 @@ async def test_an_analyst_reads_a_borrower_s_vip_flags_score_and_transactions(ha
             assert tx_hash in text
         assert "ERR_WASH_TRADE_DETECTED" in text and "2000 USDC" in text and "1990 USDC" in text
 
-        # The score the API gave, pillar by pillar, and why it is not an approval.
+        # Before the lender asked for it, the score is a preview: shown, not stored, no event fired.
         risk = await page.locator("section[aria-labelledby=risk]").inner_text()
+        assert "Not requested through the API yet" in risk
+        async with api.engine.connect() as conn:
+            assert await conn.scalar(select(func.count()).select_from(risk_scores)) == 0
+        assert await b.events("risk_score.") == []
+        preview = await page.locator(".score").inner_text()
+        # The score the API gives, the same, pillar by pillar, and why it is not an approval.
+        status, body = await b.get("/v1/risk-score", user_id=b.user_id)
+        assert status == 200, body
+        score = body["risk_score"]
+        assert preview == str(score["composite_score"])
+        await page.reload()
+        risk = await page.locator("section[aria-labelledby=risk]").inner_text()
+        assert "Not requested through the API yet" not in risk and score["id"] in risk
         assert str(score["composite_score"]) in risk and score["recommendation"].replace("_", " ") in risk
         for name, pillar in score["pillars"].items():
             row = page.locator(f"table.pillars tr[data-pillar={name}]")

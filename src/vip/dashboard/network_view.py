@@ -112,7 +112,12 @@ class NetworksView:
     networks: list[NetworkFigures]
     reorgs: list[Reorg]
     queues: list[Queue]
-    now: datetime
+    now: datetime  # the service clock (a local chain's time on a development stack)
+    wall_now: datetime  # the database's clock, which stamps the cursor's moves
+
+    @property
+    def clocks_differ(self) -> bool:
+        return abs((self.now - self.wall_now).total_seconds()) > 60
 
 
 # --- the chain's head ------------------------------------------------------------------------------------
@@ -243,7 +248,8 @@ async def networks_view(engine: AsyncEngine, settings: Settings, now: datetime,
         networks = await _per_network(conn, settings, heads)
         reorgs = await _recent_reorgs(conn, RECENT_REORGS)
         queues = await _queues(engine, conn, now)
-    return NetworksView(networks, reorgs, queues, now)
+        wall_now = await conn.scalar(select(func.now()))
+    return NetworksView(networks, reorgs, queues, now, wall_now)
 
 
 def seconds_text(seconds: int | None) -> str:
