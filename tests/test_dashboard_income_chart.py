@@ -162,6 +162,8 @@ def test_amounts_stay_exact_beyond_float_precision():
     assert bar_height(Decimal(0), Decimal(5000)) == 0
     with pytest.raises(TypeError):
         amount(3250.5)
+    with pytest.raises(ValueError, match="finite"):
+        amount("NaN")
 
 
 @pytest.mark.parametrize(("largest", "top"), [

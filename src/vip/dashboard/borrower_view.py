@@ -140,7 +140,7 @@ async def _active_wallets(conn: AsyncConnection, organisation_id: str, user_id: 
 async def _flags_with_transfers(conn: AsyncConnection, flags: list[dict[str, Any]]) -> list[FlagView]:
     """Each flag of the report with its transfer as the indexer holds it (one query for all)."""
     keys = {(f["network"], f["tx_hash"], f["log_index"]) for f in flags if f.get("tx_hash")}
-    found: dict[tuple[str, str, int], dict[str, Any]] = {}
+    found: dict[tuple[Any, ...], dict[str, Any]] = {}
     if keys:
         t = token_transfers
         rows = await conn.execute(select(t).where(
@@ -162,7 +162,8 @@ async def _flags_with_transfers(conn: AsyncConnection, flags: list[dict[str, Any
     return views
 
 
-async def _risk(conn: AsyncConnection, settings: Settings, vip_row) -> tuple[RiskView | None, str | None]:
+async def _risk(conn: AsyncConnection, settings: Settings, vip_row: Row[Any]
+                ) -> tuple[RiskView | None, str | None]:
     if vip_row.status == "pending":
         return None, "the VIP is being generated"
     if vip_row.status == "error":

@@ -102,7 +102,10 @@ def amount(value: Any) -> Decimal:
         raise TypeError(f"an amount must be exact (Decimal, int or a decimal string), not {value!r}")
     if value is None:
         return Decimal(0)
-    return Decimal(value) if isinstance(value, Decimal | int) else Decimal(str(value))
+    exact = Decimal(value) if isinstance(value, Decimal | int) else Decimal(str(value))
+    if not exact.is_finite():
+        raise ValueError(f"an amount must be a finite number, not {value!r}")
+    return exact
 
 
 def _reason(item: Mapping[str, Any]) -> Reason:
@@ -160,7 +163,9 @@ def money(value: Decimal | int | str) -> str:
     """A USD amount with thousands separators, at least 2 and at most 6 decimals, never rounded
     (the report carries 6)."""
     value = amount(value)
-    digits = max(2, min(6, -value.normalize().as_tuple().exponent)) if value != value.to_integral() else 2
+    exponent = value.normalize().as_tuple().exponent
+    assert isinstance(exponent, int)  # finite (amount() refuses NaN and infinities)
+    digits = max(2, min(6, -exponent)) if value != value.to_integral() else 2
     return f"{value:,.{digits}f}"
 
 

@@ -249,6 +249,7 @@ async def networks_view(engine: AsyncEngine, settings: Settings, now: datetime,
         reorgs = await _recent_reorgs(conn, RECENT_REORGS)
         queues = await _queues(engine, conn, now)
         wall_now = await conn.scalar(select(func.now()))
+    assert wall_now is not None
     return NetworksView(networks, reorgs, queues, now, wall_now)
 
 
