@@ -23,11 +23,14 @@ import pytest
 from playwright.async_api import Browser, Page, async_playwright
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from tests.support.paths import REPO_ROOT
 from vip.accounts import keys
 from vip.dashboard import staff as staff_store
 from vip.dashboard.session import StaffIdentity
 
 CHROMIUM = Path(os.environ.get("VIP_CHROMIUM", "/usr/bin/chromium"))
+AXE = REPO_ROOT / "node_modules" / "axe-core" / "axe.min.js"  # pinned in package.json
+SCREENSHOTS = REPO_ROOT / "docs" / "images"
 PASSWORD = "correct horse battery staple"  # every test member's, unless a test says otherwise
 
 
@@ -88,6 +91,22 @@ class DashboardBrowser:
         """A new member of `org` with `role`, signed in on a new page."""
         member = await add_staff(self.engine, role, org)
         return await self.sign_in_as(org, member.email)
+
+
+async def serious_accessibility_problems(page: Page) -> list[str]:
+    """axe-core's serious and critical violations on the page as it is (one line each: rule, nodes)."""
+    if not await page.evaluate("typeof window.axe !== 'undefined'"):
+        # evaluated by the browser's debugging protocol, which the pages' script-src 'none' does not stop
+        await page.evaluate(AXE.read_text() + "\n;0")
+    result = await page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    return [f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:3]}"
+            for v in result["violations"] if v["impact"] in ("serious", "critical")]
+
+
+async def screenshot(page: Page, name: str) -> None:
+    """The page as docs/dashboard.md shows it: docs/images/dashboard-<name>.png."""
+    await page.screenshot(path=str(SCREENSHOTS / f"dashboard-{name}.png"), full_page=True,
+                          animations="disabled", caret="hide")
 
 
 @asynccontextmanager

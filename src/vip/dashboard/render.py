@@ -4,6 +4,7 @@ headers every dashboard page carries."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -44,6 +45,14 @@ NAV = (
 _environment = Environment(loader=PackageLoader("vip.dashboard", "templates"),
                            autoescape=select_autoescape(default=True, default_for_string=True),
                            undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def when(moment: datetime | None) -> str:
+    """A time as the pages show it: UTC to the second ("" for none)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if moment is not None else ""
+
+
+_environment.filters["when"] = when
 
 
 def nav_for(staff: StaffIdentity | None) -> list[NavEntry]:
