@@ -19,16 +19,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
-from tests.support.dashboard import dashboard_browser
+from tests.support.dashboard import dashboard_browser, screenshot, serious_accessibility_problems
 from tests.support.indexer import running_indexer, wait_synced
-from tests.support.paths import REPO_ROOT
 from tests.support.verification import USDC, Borrower, month_after, months_after, noon
 from tests.support.wallets import connect
 from vip.store.tables import chain_cursors, risk_scores
 from vip.verification.config import VerificationConfig
 
-IMAGES = REPO_ROOT / "docs" / "images"
-AXE = REPO_ROOT / "node_modules" / "axe-core" / "axe.min.js"
 SALARY = Decimal(5000)
 PAID = [Decimal(5000), Decimal(4925), Decimal(4800), Decimal(4650)]  # exact, close, approximate, 7% short
 EXPECTED_TIERS = ["exact", "close", "approximate", "unverified"]
@@ -72,25 +69,10 @@ async def borrower_with_a_vip(api: ApiHarness, chain: ChainDriver, database_url:
     return b, vip, washed
 
 
-async def no_serious_accessibility_problems(page: Page) -> None:
-    """axe-core (the pinned npm package, injected by the test, not served) finds no serious or critical
-    violation on the page."""
-    await page.evaluate(AXE.read_text())
-    result = await page.evaluate("async () => (await axe.run(document)).violations.map("
-                                 "v => ({id: v.id, impact: v.impact, nodes: v.nodes.length}))")
-    serious = [v for v in result if v["impact"] in ("serious", "critical")]
-    assert serious == [], serious
-
-
 async def listed(page: Page) -> list[str]:
     """The transaction hashes of the page's transactions table, in order."""
     rows = page.locator("table.transactions tbody tr")
     return await rows.evaluate_all("rows => rows.map(r => r.dataset.tx)")
-
-
-async def screenshot(page: Page, name: str) -> None:
-    IMAGES.mkdir(exist_ok=True)
-    await page.screenshot(path=str(IMAGES / name), full_page=True, animations="disabled", caret="hide")
 
 
 async def labelled_fields(page: Page) -> None:
@@ -114,8 +96,8 @@ async def test_an_analyst_reads_a_borrower_s_vip_flags_score_and_transactions(ha
         await page.goto(dashboard.url("/dashboard/borrowers"))
         assert await page.get_by_role("link", name=b.user_id).is_visible()  # in the newest borrowers
         await labelled_fields(page)
-        await no_serious_accessibility_problems(page)
-        await screenshot(page, "dashboard-borrowers.png")
+        assert await serious_accessibility_problems(page) == []
+        await screenshot(page, "borrowers")
 
         # Found by external_id, with the keyboard.
         await page.get_by_label("Borrower id or external id").fill("loan-applicant-7")
@@ -173,8 +155,8 @@ async def test_an_analyst_reads_a_borrower_s_vip_flags_score_and_transactions(ha
         assert score["adverse_action_reasons"][0]["code"] == "AA_FRAUD_SIGNALS"
         assert "AA_FRAUD_SIGNALS" in risk
         await labelled_fields(page)
-        await no_serious_accessibility_problems(page)
-        await screenshot(page, "dashboard-borrower.png")
+        assert await serious_accessibility_problems(page) == []
+        await screenshot(page, "borrower")
 
         # Transactions: the wash trades are left out, as the API leaves them out, until asked for.
         listed_all = await listed(page)
@@ -222,5 +204,5 @@ async def test_an_analyst_reads_a_borrower_s_vip_flags_score_and_transactions(ha
         assert await row.locator("[data-figure=reorgs]").inner_text() == "0"
         queue = operator.locator("tr[data-queue=vip_report] [data-figure=waiting]")
         assert await queue.inner_text() == "0"  # the VIP was made
-        await no_serious_accessibility_problems(operator)
-        await screenshot(operator, "dashboard-networks.png")
+        assert await serious_accessibility_problems(operator) == []
+        await screenshot(operator, "networks")
