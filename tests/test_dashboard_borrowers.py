@@ -202,7 +202,15 @@ async def test_an_analyst_reads_a_borrower_s_vip_flags_score_and_transactions(ha
         assert await row.locator("[data-figure=lag-blocks]").inner_text() == str(head - cursor.block_number)
         assert await row.locator("[data-figure=final]").inner_text() == str(cursor.final_block)
         assert await row.locator("[data-figure=reorgs]").inner_text() == "0"
-        queue = operator.locator("tr[data-queue=vip_report] [data-figure=waiting]")
-        assert await queue.inner_text() == "0"  # the VIP was made
+        waiting = operator.locator("tr[data-queue=vip_report] [data-figure=waiting]")
+        assert await waiting.inner_text() == "0"  # the VIP was made
+        # The score's event waits for the daemon (stopped): acme's queue shows it, another lender's not.
+        webhooks = "tr[data-queue=webhooks] [data-figure=waiting]"
+        assert int(await operator.locator(webhooks).inner_text()) >= 1
+        stranger = await dashboard.sign_in("operator", org="globex")
+        await stranger.goto(dashboard.url("/dashboard/networks"))
+        assert await stranger.locator(webhooks).inner_text() == "0"
+        assert await stranger.locator("tr[data-network=local] [data-figure=indexed]").inner_text() == str(
+            cursor.block_number)
         assert await serious_accessibility_problems(operator) == []
         await screenshot(operator, "networks")

@@ -1,7 +1,9 @@
 """What the networks page shows an operator: per network how far the indexer is behind the chain, what it
-holds as final, its reorgs and backfills; and how long the daemon's job queues have waited. The figures
-the daemon exports as Prometheus metrics, read where the daemon leaves them, in PostgreSQL: the API
-process runs no indexer, so its own metrics registry has none of them (decision 206).
+holds as final, its reorgs and backfills; and how long the organisation's jobs have waited in the daemon's
+queues. The figures the daemon exports as Prometheus metrics, read where the daemon leaves them, in
+PostgreSQL: the API process runs no indexer, so its own metrics registry has none of them (decision 206).
+The networks are every organisation's (chain facts); the queues are counted for the operator's own
+organisation only, never another lender's activity (decision 206).
 
 The chain's head is the one figure the database does not hold: it is asked of each network's RPC
 (`eth_getBlockByNumber("latest")`, one call per network and page view, 3 s at most); without an answer the
@@ -14,17 +16,15 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import aiohttp
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vip.config import NetworkConfig, Settings
 from vip.indexer import store as indexer_store
 from vip.payments import rules
-from vip.payments import store as payments_store
-from vip.reports import vip_reports
-from vip.store import label_queue
 from vip.store.tables import (
     block_headers,
     chain_cursors,
@@ -33,11 +33,12 @@ from vip.store.tables import (
     labelling_queue,
     outbox_events,
     payment_intents,
+    users,
     watched_addresses,
     webhook_deliveries,
+    webhook_endpoints,
 )
 from vip.store.tables import vip_reports as vip_reports_table
-from vip.webhooks import claims
 
 HEAD_TIMEOUT_S = 3.0
 RECENT_REORGS = 20
@@ -199,57 +200,53 @@ def _age(now: datetime, since: datetime | None) -> int:
     return max(0, int((now - since).total_seconds())) if since is not None else 0
 
 
-async def _queues(engine: AsyncEngine, conn: AsyncConnection, now: datetime) -> list[Queue]:
-    """Each queue's size and the age of its oldest job, by the same functions the daemon's gauges use."""
-    pending_vips = await conn.scalar(select(func.count()).select_from(vip_reports_table)
-                                     .where(vip_reports_table.c.status == "pending")) or 0
-    labels_waiting = await conn.scalar(select(func.count()).select_from(labelling_queue)) or 0
-    approval = await payments_store.oldest_pending_approval(conn, now)
-    charge = await payments_store.oldest_pending_charge(conn)
-    webhook = await claims.oldest_undelivered(engine)
-    # Charges are stamped by the wall clock (their worker's too); the rest by the service clock.
-    wall_now = datetime.now(UTC)
-    return [
-        Queue("vip_report", "VIP reports being generated", pending_vips,
-              int(await vip_reports.oldest_pending_age(conn, now))),
-        Queue("labels", "users whose transfers wait to be labelled", labels_waiting,
-              int(await label_queue.oldest_pending_age(conn, now))),
-        Queue("approval_confirmation", "payment intents waiting for their approval to be final",
-              await _count_waiting_approvals(conn), _age(now, approval)),
-        Queue("charge_completion", "charges being paid", await _count_pending_charges(conn),
-              _age(wall_now, charge)),
-        Queue("webhooks", "events with a delivery still due", await _count_undelivered(conn),
-              _age(now, webhook)),
-    ]
+async def _size_and_oldest(conn: AsyncConnection, stamp: ColumnElement[datetime], query: Select[Any]
+                           ) -> tuple[int, datetime | None]:
+    row = (await conn.execute(query.with_only_columns(func.count(), func.min(stamp)))).one()
+    return int(row[0]), row[1]
 
 
-async def _count_waiting_approvals(conn: AsyncConnection) -> int:
-    return await conn.scalar(select(func.count()).select_from(payment_intents)
-                             .where(payment_intents.c.status == rules.PENDING_APPROVAL)) or 0
+async def _queues(conn: AsyncConnection, organisation_id: str, now: datetime, wall_now: datetime
+                  ) -> list[Queue]:
+    """Each queue's jobs of the organisation: how many, and how long the oldest has waited (on the clock
+    the queue's own gauge uses: the service clock, the wall clock for charges and labels)."""
+    v, lq, pi, ch, d, ev = (vip_reports_table, labelling_queue, payment_intents, charges, webhook_deliveries,
+                            outbox_events)
+    queues = []
+    count, oldest = await _size_and_oldest(conn, v.c.requested_at, select(v).where(
+        v.c.organisation_id == organisation_id, v.c.status == "pending"))
+    queues.append(Queue("vip_report", "VIP reports being generated", count, _age(now, oldest)))
+    count, oldest = await _size_and_oldest(conn, lq.c.queued_at, select(lq).join(
+        users, users.c.id == lq.c.user_id).where(users.c.organisation_id == organisation_id))
+    queues.append(Queue("labels", "users whose transfers wait to be labelled", count, _age(wall_now, oldest)))
+    count, oldest = await _size_and_oldest(conn, pi.c.created_at, select(pi).where(
+        pi.c.organisation_id == organisation_id, pi.c.status == rules.PENDING_APPROVAL))
+    queues.append(Queue("approval_confirmation", "payment intents waiting for their approval to be final",
+                        count, _age(now, oldest)))
+    count, oldest = await _size_and_oldest(conn, ch.c.requested_at, select(ch).where(
+        ch.c.organisation_id == organisation_id, ch.c.status == rules.CHARGE_PENDING))
+    queues.append(Queue("charge_completion", "charges being paid", count, _age(wall_now, oldest)))
+    # An event waits until it is fanned out to the endpoints, then while a delivery of it is due.
+    not_fanned, first = await _size_and_oldest(conn, ev.c.created_at, select(ev).where(
+        ev.c.organisation_id == organisation_id, ev.c.fanned_out_at.is_(None)))
+    due, fanned = await _size_and_oldest(conn, d.c.created_at, select(d).join(
+        webhook_endpoints, webhook_endpoints.c.id == d.c.endpoint_id).where(
+        webhook_endpoints.c.organisation_id == organisation_id, d.c.status == "pending"))
+    oldest = min((t for t in (first, fanned) if t is not None), default=None)
+    queues.append(Queue("webhooks", "events not yet delivered to your endpoints", not_fanned + due,
+                        _age(now, oldest)))
+    return queues
 
 
-async def _count_pending_charges(conn: AsyncConnection) -> int:
-    return await conn.scalar(select(func.count()).select_from(charges)
-                             .where(charges.c.status == rules.CHARGE_PENDING)) or 0
-
-
-async def _count_undelivered(conn: AsyncConnection) -> int:
-    """Deliveries due, and events not fanned out to their endpoints yet."""
-    due = await conn.scalar(select(func.count()).select_from(webhook_deliveries)
-                            .where(webhook_deliveries.c.status == "pending")) or 0
-    not_fanned = await conn.scalar(select(func.count()).select_from(outbox_events)
-                                   .where(outbox_events.c.fanned_out_at.is_(None))) or 0
-    return due + not_fanned
-
-
-async def networks_view(engine: AsyncEngine, settings: Settings, now: datetime,
+async def networks_view(engine: AsyncEngine, settings: Settings, organisation_id: str, now: datetime,
                         heads: Mapping[str, Head | str]) -> NetworksView:
+    """The networks (shared by every organisation: chain facts) and the organisation's own queues."""
     async with engine.connect() as conn:
+        wall_now = await conn.scalar(select(func.now()))
+        assert wall_now is not None
         networks = await _per_network(conn, settings, heads)
         reorgs = await _recent_reorgs(conn, RECENT_REORGS)
-        queues = await _queues(engine, conn, now)
-        wall_now = await conn.scalar(select(func.now()))
-    assert wall_now is not None
+        queues = await _queues(conn, organisation_id, now, wall_now)
     return NetworksView(networks, reorgs, queues, now, wall_now)
 
 
