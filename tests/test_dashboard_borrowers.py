@@ -214,3 +214,24 @@ async def test_an_analyst_reads_a_borrower_s_vip_flags_score_and_transactions(ha
             cursor.block_number)
         assert await serious_accessibility_problems(operator) == []
         await screenshot(operator, "networks")
+
+
+@pytest.mark.timeout(180)
+async def test_a_borrower_with_nothing_yet_has_a_page_that_says_so(api, dashboard):
+    user_id = await api.user(external_id="just-signed-up")
+    page = await dashboard.sign_in("analyst")
+    await page.goto(dashboard.url("/dashboard/borrowers?q=just-signed-up"))
+    await page.wait_for_url(dashboard.url(f"/dashboard/borrowers/{user_id}"))
+    text = await page.locator("main").inner_text()
+    for words in ("No connections", "No VIP yet", "No score: no VIP yet", "No transactions match",
+                  "No payment intents"):
+        assert words in text, words
+    assert await page.locator("svg.income-chart").count() == 0
+    await labelled_fields(page)
+    assert await serious_accessibility_problems(page) == []
+    # An id the organisation does not have, and a search that finds nothing.
+    response = await page.goto(dashboard.url("/dashboard/borrowers/usr_doesnotexist"))
+    assert response is not None and response.status == 404
+    response = await page.goto(dashboard.url("/dashboard/borrowers?q=nobody-by-that-name"))
+    assert response is not None and response.status == 404
+    assert "No borrower of acme" in await page.get_by_role("alert").inner_text()
