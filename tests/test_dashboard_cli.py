@@ -4,6 +4,7 @@ every command that acts on one."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import sys
 from sqlalchemy import func, select
 
 from vip.dashboard import staff
+from vip.devstack.dev import DEV_ADMIN_EMAIL, DEV_ORGANISATION, dev_dashboard_admin
+from vip.store.engine import create_engine
 from vip.store.tables import organisations
 
 
@@ -60,3 +63,26 @@ async def test_a_mistyped_organisation_is_an_error_and_creates_nothing(database_
         assert "no organisation named 'acme-typo'" in err, command
     async with engine.connect() as conn:
         assert await conn.scalar(select(func.count()).select_from(organisations)) == 0
+
+
+def test_vip_dev_keeps_one_dev_sign_in_for_the_demo_organisation(database_url, tmp_path):
+    """`vip dev`'s dashboard admin: made once with a random password, kept (0600) in the data directory
+    and reused while it still signs in; made again when the saved one no longer does."""
+    saved = tmp_path / "dev-dashboard-password"
+    first = dev_dashboard_admin(database_url, saved)
+    assert len(first) >= staff.MIN_PASSWORD_LENGTH and saved.stat().st_mode & 0o777 == 0o600
+    assert dev_dashboard_admin(database_url, saved) == first
+    saved.write_text("not the password any more\n")
+    second = dev_dashboard_admin(database_url, saved)
+    assert second != first and saved.read_text().strip() == second
+
+    async def signs_in(password: str) -> bool:
+        engine = create_engine(database_url, pool_size=1)
+        try:
+            async with engine.connect() as conn:
+                return await staff.check_credentials(conn, DEV_ORGANISATION, DEV_ADMIN_EMAIL,
+                                                     password) is not None
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(signs_in(second)) and not asyncio.run(signs_in(first))
