@@ -25,6 +25,7 @@ from tests.support.dashboard import (
     serious_accessibility_problems,
 )
 from tests.support.webhooks import Receiver
+from vip.clock import WallClock
 from vip.config import WebhookConfig
 from vip.dashboard.session import COOKIE
 from vip.store.tables import api_keys, audit_log
@@ -57,17 +58,11 @@ async def receiver():
 
 async def deliver(api) -> None:
     """What the daemon's delivery worker does, until nothing is due."""
-    worker = DeliveryWorker(api.engine, _wall(), api.settings.webhooks, cipher=api.settings.api.cipher())
+    worker = DeliveryWorker(api.engine, WallClock(), api.settings.webhooks, cipher=api.settings.api.cipher())
     try:
         await worker.drain()
     finally:
         await worker.session.close()
-
-
-def _wall():
-    from vip.clock import WallClock
-
-    return WallClock()
 
 
 def signed_by(secret: str, body: bytes, header: str) -> bool:
