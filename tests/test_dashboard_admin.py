@@ -198,6 +198,17 @@ async def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(hook
         answer = await page.request.post(browser.url("/dashboard/keys"), form=form, max_redirects=0)
         assert answer.status == 403
         assert "security token" in await answer.text()
+    # A NUL in a field (PostgreSQL text cannot hold one) is a 400 page, never a 500.
+    token = await page.locator("input[name=csrf_token]").first.input_value()
+    answer = await page.request.post(browser.url("/dashboard/keys"), max_redirects=0,
+                                     form={"scopes": "read", "csrf_token": token, "description": "a\x00b"})
+    assert answer.status == 400 and "NUL" in await answer.text()
+    signed_out = await browser.new_page()
+    await signed_out.goto(browser.url("/dashboard/sign-in"))
+    token = await signed_out.locator("input[name=csrf_token]").input_value()
+    answer = await signed_out.request.post(browser.url("/dashboard/sign-in"), max_redirects=0, form={
+        "csrf_token": token, "organisation": "acme\x00", "email": "a\x00@acme.test", "password": "x\x00"})
+    assert answer.status == 401 and "Wrong organisation, email or password." in await answer.text()
     async with hooks.engine.connect() as conn:
         assert await conn.scalar(select(func.count()).select_from(api_keys)) == 0
         assert await conn.scalar(select(func.count()).select_from(audit_log)

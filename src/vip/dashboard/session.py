@@ -58,6 +58,10 @@ def csrf_matches(expected: str, given: object) -> bool:
     return hmac.compare_digest(expected.encode(), given.encode())
 
 
+def has_nul(form) -> bool:
+    return any(isinstance(value, str) and "\x00" in value for value in form.values())
+
+
 def error_page(request: web.Request, status: int, message: str) -> web.Response:
     titles = {400: "Bad request", 403: "Not allowed", 404: "Not found", 405: "Method not allowed",
               409: "Conflict", 429: "Too many requests"}
@@ -95,6 +99,8 @@ def requires(*roles: Role) -> Callable[[Handler], Handler]:
                 if not csrf_matches(session.csrf_token, form.get("csrf_token")):
                     return error_page(request, 403, "The form's security token is missing or out of date: "
                                                     "reload the page and try again.")
+                if has_nul(form):  # PostgreSQL text cannot hold one: refused before any query sees it
+                    return error_page(request, 400, "A field of the form contains a NUL character.")
             try:
                 return await handler(request)
             except web.HTTPException as exc:

@@ -16,6 +16,7 @@ from vip.dashboard.session import (
     clear_session_cookie,
     csrf_matches,
     error_page,
+    has_nul,
     requires,
     secure_cookies,
     see_other,
@@ -69,12 +70,17 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
     if not csrf_matches(request.cookies.get(SIGN_IN_COOKIE, ""), form.get("csrf_token")):
         return _sign_in_page(request, status=403, organisation=organisation, email=email, next_path=next_path,
                              error="The sign-in form expired: please try again.")
+    nul = has_nul(form)  # never reaches a query (PostgreSQL text cannot hold one): a wrong sign-in
+    organisation, email = organisation.replace("\x00", ""), email.replace("\x00", "")
     engine = request.app[ENGINE]
     async with engine.begin() as conn:  # counted whatever the outcome, in its own transaction
         allowed = await staff_store.count_sign_in_attempt(conn, email, request.remote or "unknown")
     if not allowed:
         return _sign_in_page(request, status=429, organisation=organisation, email=email,
                              next_path=next_path, error=THROTTLED)
+    if nul:
+        return _sign_in_page(request, status=401, organisation=organisation, email=email,
+                             next_path=next_path, error=WRONG)
     async with engine.begin() as conn:
         member = await staff_store.check_credentials(conn, organisation, email, password)
         if member is None:

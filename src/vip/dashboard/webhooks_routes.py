@@ -24,6 +24,7 @@ routes = web.RouteTableDef()
 BASE = "/dashboard/webhooks"
 MAX_DESCRIPTION = 200
 EVENTS_PER_PAGE = 25
+NOTICES = ("updated", "disabled", "enabled", "deleted")  # what ?notice= may say (nothing a link makes up)
 
 
 def _form_values(form) -> dict[str, Any]:
@@ -36,7 +37,7 @@ def _form_values(form) -> dict[str, Any]:
 async def _checked(request: web.Request, values: dict[str, Any]) -> tuple[str, list[str] | None, str | None]:
     """(url, event types or None for every type, description), or ApiError saying what is wrong."""
     description = values["description"]
-    if len(description) > MAX_DESCRIPTION or "\x00" in description or "\x00" in values["url"]:
+    if len(description) > MAX_DESCRIPTION:
         raise ApiError(f"The description may be at most {MAX_DESCRIPTION} characters.", status=400)
     if not values["url"] or len(values["url"]) > 2048:
         raise ApiError("Give the endpoint's URL (at most 2048 characters).", status=400)
@@ -67,7 +68,7 @@ async def _webhooks_page(request: web.Request, *, status: int = 200, error: str 
                   events=page.events, next_cursor=page.next_cursor, event_type=kind or "",
                   event_types=EVENT_TYPES, test_types=sampled_types(),
                   values=values or {"url": "", "description": "", "all_types": True, "event_types": []},
-                  notice=request.query.get("notice"))
+                  notice=request.query.get("notice") if request.query.get("notice") in NOTICES else None)
 
 
 @routes.get(BASE)
