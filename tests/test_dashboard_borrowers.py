@@ -235,3 +235,8 @@ async def test_a_borrower_with_nothing_yet_has_a_page_that_says_so(api, dashboar
     response = await page.goto(dashboard.url("/dashboard/borrowers?q=nobody-by-that-name"))
     assert response is not None and response.status == 404
     assert "No borrower of acme" in await page.get_by_role("alert").inner_text()
+    # A NUL (which PostgreSQL text cannot hold) anywhere is a 400 page, never a server error.
+    for path in ("/dashboard/borrowers?q=a%00b", "/dashboard/borrowers/usr_a%00b",
+                 f"/dashboard/borrowers/{user_id}?from_date=2026-01-01%00"):
+        response = await page.goto(dashboard.url(path))
+        assert response is not None and response.status == 400, path
