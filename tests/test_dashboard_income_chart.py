@@ -199,3 +199,21 @@ def test_text_from_the_report_is_escaped():
     (g,) = groups(svg)  # still well-formed XML
     assert g.get("data-period") == "2026-01<script>"
     assert chart_periods(report)[0].reasons[0].message == "a & b"
+
+
+def test_each_reason_of_a_month_has_its_own_line():
+    """A month whose washed inflow and whose short clean one both failed (the pipeline gives both)."""
+    report = {"verified_periods": [], "unverified_periods": [{
+        "period": "2026-03", "expected_amount": Decimal(5000), "received_amount": Decimal(0),
+        "verified": False,
+        "reason_codes": ["ERR_INCOME_MISMATCH", "ERR_WASH_TRADE_DETECTED"],
+        "reasons": [
+            {"code": "ERR_WASH_TRADE_DETECTED", "message": "washed",
+             "details": {"tx_hash": "0x" + "1" * 64, "received_amount": Decimal(2000)}},
+            {"code": "ERR_INCOME_MISMATCH", "message": "short",
+             "details": {"tx_hash": "0x" + "2" * 64, "received_amount": Decimal(2500)}}]}]}
+    (g,) = groups(income_chart_svg(report))
+    lines = g.findall(f"{SVG}text[@class='reasons']")
+    assert [line.text for line in lines] == ["wash trade", "amount off"]
+    assert len({line.get("y") for line in lines}) == 2
+    assert Decimal(g.get("data-arrived")) == 4500  # both inflows arrived; neither is income

@@ -48,7 +48,8 @@ NO_INFLOW = "no inflow"  # ERR_INCOME_MISMATCH with nothing received
 # Layout, in SVG user units (pixels at 100%).
 PLOT_HEIGHT = 200
 LEFT, RIGHT, TOP = 88, 16, 64
-BELOW = 64  # period, tier and reason lines under the plot
+BELOW = 80  # period, tier and up to MAX_REASON_LINES reasons under the plot
+MAX_REASON_LINES = 3
 GROUP, MAX_GROUP = 72, 150  # one month: two bars and the gap between months
 MAX_BAR = 40
 MIN_WIDTH = 880
@@ -294,9 +295,10 @@ def income_chart_svg(report: Mapping[str, Any], *, id_prefix: str = "vipchart") 
             f'<text x="{centre}" y="{base + 16}" text-anchor="middle">{escape(p.period)}</text>'
             f'<text class="tier" x="{centre}" y="{base + 32}" text-anchor="middle" font-weight="600">'
             f"{escape(TIER_LABEL[p.tier])}</text>")
-        if reasons:
-            parts.append(f'<text class="reasons" x="{centre}" y="{base + 48}" text-anchor="middle" '
-                         f'font-size="10">{escape(reasons)}</text>')
+        # One line per reason: a month is 72 units wide when there are many, too narrow for two side by side.
+        for line, reason in enumerate(p.short_reasons[:MAX_REASON_LINES]):
+            parts.append(f'<text class="reasons" x="{centre}" y="{base + 48 + 12 * line}" '
+                         f'text-anchor="middle" font-size="10">{escape(reason)}</text>')
         parts.append("</g>")
     parts.append(f'<line x1="{LEFT}" x2="{width - RIGHT}" y1="{base}" y2="{base}" stroke="#1f2328"/>')
     parts.append("</svg>")
