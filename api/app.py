@@ -37,6 +37,7 @@ from vip.api.routes import (
 from vip.api.routes import dev as dev_routes  # integrators' test clock (local networks only)
 from vip.clock import ChainClock, clock_for
 from vip.config import Settings
+from vip.dashboard.app import add_dashboard
 from vip.errors import ApiError, Unauthorized
 from vip.readiness import CachedReadiness
 from vip.store.engine import create_engine
@@ -152,4 +153,5 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
         app.cleanup_ctx.append(metrics_listener(settings))
     for group in ROUTE_GROUPS:
         app.router.add_routes(group)
+    add_dashboard(app)  # the staff's pages under /dashboard (HTML; not in the OpenAPI document)
     return app

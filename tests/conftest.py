@@ -11,6 +11,7 @@ from web3 import Web3
 
 from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
+from tests.support.dashboard import dashboard  # noqa: F401 (the dashboard's browser fixture)
 from tests.support.db import TestDatabases
 from vip.devstack.anvil import AnvilNode, start_anvil
 from vip.store.engine import create_engine
@@ -73,3 +74,4 @@ async def api(aiohttp_client, database_url: str, engine: AsyncEngine,
     # Every response of every API test is checked against the served OpenAPI document.
     async with checked_api(aiohttp_client, indexer_settings(network), database_url, engine) as harness:
         yield harness
+

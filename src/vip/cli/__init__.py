@@ -1,5 +1,5 @@
-"""The `vip` command: dev, index, serve, migrate, watch, status, keys, webhooks, listen, trigger,
-funding-wallets, secrets, time-travel."""
+"""The `vip` command: dev, index, serve, migrate, watch, status, orgs, keys, staff, webhooks, listen,
+trigger, funding-wallets, secrets, time-travel."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ from vip.cli.dev_stack import DEFAULT_DATA_DIR, with_dev_stack
 from vip.cli.errors import explain, shown_database
 from vip.cli.funding_wallets import add_funding_wallets_parser, run_funding_wallets_command
 from vip.cli.listen import add_listen_parser, run_listen
+from vip.cli.organisations import add_orgs_parser, run_orgs_command
 from vip.cli.secrets import add_secrets_parser, run_secrets_command
+from vip.cli.staff import add_staff_parser, run_staff_command
 from vip.cli.trigger import add_trigger_parser, run_trigger
 from vip.cli.webhooks import add_webhooks_parser, run_webhooks_command
 from vip.config import Settings, load_settings
@@ -201,6 +203,14 @@ def cmd_webhooks(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(run_webhooks_command(settings, database_url(settings), args))
 
 
+def cmd_orgs(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(run_orgs_command(database_url(settings), args))
+
+
+def cmd_staff(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(run_staff_command(database_url(settings), args))
+
+
 def cmd_funding_wallets(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(run_funding_wallets_command(settings, database_url(settings), args))
 
@@ -341,6 +351,8 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("--org", required=True, help="the organisation's name")
     keys_parser.set_defaults(func=cmd_keys)
 
+    add_orgs_parser(sub).set_defaults(func=cmd_orgs)
+    add_staff_parser(sub).set_defaults(func=cmd_staff)
     add_webhooks_parser(sub).set_defaults(func=cmd_webhooks)
     add_funding_wallets_parser(sub).set_defaults(func=cmd_funding_wallets)
     add_listen_parser(sub).set_defaults(func=run_listen)

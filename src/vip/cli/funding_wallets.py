@@ -10,7 +10,7 @@ import sys
 
 from eth_utils import to_checksum_address
 
-from vip.accounts import keys
+from vip.cli.organisations import existing_organisation
 from vip.config import Settings
 from vip.errors import ApiError
 from vip.payments import funding
@@ -33,14 +33,18 @@ def add_funding_wallets_parser(sub) -> argparse.ArgumentParser:
 
 
 async def run_funding_wallets_command(_: Settings, database_url: str, args: argparse.Namespace) -> int:
-    """Exit 0 done, 1 refused (not registered to the organisation, or in use), 2 a malformed address."""
+    """Exit 0 done, 1 refused (not registered to the organisation, or in use), 2 a malformed address or
+    no such organisation."""
     if args.funding_command != "list" and not ADDRESS.fullmatch(args.address):
         print(f"not an address: {args.address}", file=sys.stderr)
         return 2
     engine = create_engine(database_url, pool_size=1)
     try:
         async with engine.begin() as conn:
-            org = await keys.ensure_organisation(conn, args.org)
+            found = await existing_organisation(conn, args.org, f"funding-wallets {args.funding_command}")
+            if found is None:
+                return 2
+            org = found
             if args.funding_command == "list":
                 default = await funding.default_of(conn, org)
                 for row in await funding.wallets_of(conn, org):

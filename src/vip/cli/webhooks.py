@@ -7,6 +7,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 from vip.accounts import keys
+from vip.cli.organisations import existing_organisation
 from vip.config import Settings
 from vip.store.engine import create_engine
 from vip.webhooks import events, store
@@ -53,8 +54,14 @@ async def run_webhooks_command(settings: Settings, database_url: str, args: argp
     engine = create_engine(database_url, pool_size=1)
     try:
         async with engine.begin() as conn:
-            org = await keys.ensure_organisation(conn, args.org)
             command = args.webhooks_command
+            # Registering an endpoint may start an organisation (as its first key does); every other
+            # command acts on an existing one, and a mistyped name is an error.
+            found = (await keys.ensure_organisation(conn, args.org) if command == "create"
+                     else await existing_organisation(conn, args.org, f"webhooks {command}"))
+            if found is None:
+                return 2
+            org = found
             if command == "create":
                 url = check_endpoint_url(args.url, allow_http=settings.webhooks.allow_http)
                 await check_endpoint_host(url, allow_http=settings.webhooks.allow_http)

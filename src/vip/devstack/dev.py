@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -22,6 +23,7 @@ from web3 import Web3
 from vip.accounts import keys
 from vip.client import VipClient
 from vip.config import ENV_CONFIG_FILES, ENV_DATABASE_URL, ENV_OPERATOR_KEY, ConfigError, load_settings
+from vip.dashboard import staff
 from vip.devstack.anvil import AnvilNode, start_anvil
 from vip.devstack.console import vip_console_script
 from vip.devstack.demo import demo_calls, demo_outcome, seed_demo
@@ -33,6 +35,7 @@ from vip.store.engine import create_engine, migrate
 
 LOCAL_NETWORK = "local"
 DEV_ORGANISATION = "demo"
+DEV_ADMIN_EMAIL = "admin@demo.local"  # the dashboard's dev sign-in (organisation "demo")
 LOCAL_CHAIN_ID = 31337
 GENESIS_AGE = timedelta(days=395)  # about 13 months: a year of history fits before "now"
 
@@ -117,6 +120,35 @@ def dev_api_key(database_url: str, saved: Path) -> str:
     return secret
 
 
+def dev_dashboard_admin(database_url: str, saved: Path) -> str:
+    """The password of the demo organisation's dashboard admin (DEV_ADMIN_EMAIL): the one saved by a
+    previous run while it still signs in, else a new random one (the member is made again with it). Kept
+    in plain text in the dev data directory only, like the dev API key; `vip dev` runs local networks
+    only, where the dashboard's cookies are not Secure (plain http on loopback)."""
+    previous = saved.read_text().strip() if saved.exists() else None
+
+    async def find_or_create() -> str:
+        engine = create_engine(database_url, pool_size=1)
+        try:
+            async with engine.begin() as conn:
+                if previous and await staff.check_credentials(conn, DEV_ORGANISATION, DEV_ADMIN_EMAIL,
+                                                              previous):
+                    return previous
+                org_id = await keys.ensure_organisation(conn, DEV_ORGANISATION)
+                await staff.remove_member(conn, org_id, DEV_ADMIN_EMAIL)
+                password = secrets.token_urlsafe(12)
+                await staff.add_member(conn, org_id, DEV_ADMIN_EMAIL, password, "admin")
+                return password
+        finally:
+            await engine.dispose()
+
+    password = asyncio.run(find_or_create())
+    if password != previous:
+        saved.write_text(password + "\n")
+        saved.chmod(0o600)
+    return password
+
+
 def wait_http(url: str, timeout_s: float, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -188,6 +220,7 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
         wait_http(f"http://127.0.0.1:{metrics_port}/healthz", 60, children[0])
         wait_http(f"{base_url}/healthz", 60, children[1])
         api_key = dev_api_key(database_url, data_dir / "dev-api-key")
+        dashboard_password = dev_dashboard_admin(database_url, data_dir / "dev-dashboard-password")
 
         network = settings.network(LOCAL_NETWORK)
         borrowers = []
@@ -209,6 +242,8 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
                 "minter_private_key": dev_keys(node).deployer,
             }},
             "demo_borrowers": [b.__dict__ for b in borrowers],
+            "dashboard": {"url": f"{base_url}/dashboard", "organisation": DEV_ORGANISATION,
+                          "email": DEV_ADMIN_EMAIL, "password": dashboard_password},
         }
         if state_file is not None:
             state_file.parent.mkdir(parents=True, exist_ok=True)
@@ -226,6 +261,8 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
   indexer    metrics http://127.0.0.1:{metrics_port}/metrics, log {logs / 'index.log'}
   api        {base_url}/readyz, reference {base_url}/docs, log {logs / 'serve.log'}
   api key    {api_key} (organisation "{DEV_ORGANISATION}", all scopes)
+  dashboard  {base_url}/dashboard (sign in: organisation "{DEV_ORGANISATION}", {DEV_ADMIN_EMAIL},
+             password {dashboard_password})
   state      {state_file or '(pass --state-file PATH to write one)'}""", flush=True)
         for name in personas or []:
             made = VipClient(base_url, api_key).create_persona(name)

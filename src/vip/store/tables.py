@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    CheckConstraint,
     Column,
     Date,
     DateTime,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
@@ -625,4 +627,51 @@ platform_tokens = Table(
     Column("refresh_token", LargeBinary),
     Column("expires_at", DateTime(timezone=True)),  # from the token answer's expires_in, when given
     Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+# --- the dashboard (vip.dashboard) ---
+# An organisation's staff: people who sign in to the dashboard with an email and a password (argon2id
+# hash, never the password) and one role. An email is unique within an organisation (stored lower-case).
+staff_members = Table(
+    "staff_members",
+    metadata,
+    Column("id", Text, primary_key=True),  # stf_<hex>
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("email", Text, nullable=False),
+    Column("password_hash", Text, nullable=False),
+    Column("role", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    UniqueConstraint("organisation_id", "email"),
+    CheckConstraint("role IN ('admin', 'analyst', 'operator')", name="role"),
+)
+
+# Signed-in browsers. The cookie holds a random token; only its SHA-256 is stored, with the session's
+# CSRF token. A session ends when idle too long, when too old, or at sign-out (the row is deleted).
+staff_sessions = Table(
+    "staff_sessions",
+    metadata,
+    Column("token_hash", Text, primary_key=True),
+    Column("member_id", Text, ForeignKey("staff_members.id", ondelete="CASCADE"), nullable=False),
+    Column("csrf_token", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("last_seen_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("expires_at", DateTime(timezone=True), nullable=False),  # the absolute limit
+    Index(None, "member_id"),
+)
+
+# What staff changed through the dashboard, written in the same transaction as the change. Who is kept
+# by value (email) as well as by id, so the log survives a member's removal.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("member_id", Text),
+    Column("member_email", Text, nullable=False),
+    Column("action", Text, nullable=False),  # e.g. key.created, endpoint.secret_rotated
+    Column("target", Text),  # the id acted on
+    Column("details", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    Column("request_id", Text),
+    Index(None, "organisation_id", "id"),
 )

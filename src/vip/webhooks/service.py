@@ -1,5 +1,10 @@
-"""Webhook operations of the API, one function each: an organisation's endpoints (create, list, delete,
-enable, rotate the secret), its events (list, read with deliveries, replay) and test events."""
+"""Webhook operations of the API and the dashboard, one function each: an organisation's endpoints (create,
+list, change, disable, delete, enable, rotate the secret), its events (list, read with deliveries, replay)
+and test events.
+
+A change comes in two forms: `name(engine, ...)` runs in a transaction of its own (the API), and
+`name_on(conn, ...)` in the caller's, so that the dashboard writes its audit entry in the same
+transaction as the change."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vip.clock import WallClock
 from vip.config import WebhookConfig
@@ -33,19 +38,54 @@ def _event_not_found(event_id: str) -> NotFound:
     return NotFound(f"no event {event_id}", {"event_id": event_id})
 
 
-async def create_endpoint(engine: AsyncEngine, config: WebhookConfig, *, organisation_id: str, url: str,
-                          event_types: list[str] | None,
-                          description: str | None, cipher: TokenCipher) -> tuple[str, store.Endpoint]:
-    """A new endpoint and its signing secret (shown once, kept sealed with `cipher`). `event_types` must
-    be normalised already (vip.webhooks.catalogue)."""
+async def checked_url(config: WebhookConfig, url: str) -> str:
+    """An endpoint URL as stored, checked (scheme, no credentials, a public host unless http is allowed);
+    ValidationFailed otherwise."""
     try:
         url = check_endpoint_url(url, allow_http=config.allow_http)
         await check_endpoint_host(url, allow_http=config.allow_http)
     except ValueError as exc:
         raise ValidationFailed(f"invalid url: {exc}", {"url": str(exc)}) from exc
+    return url
+
+
+async def create_endpoint(engine: AsyncEngine, config: WebhookConfig, *, organisation_id: str, url: str,
+                          event_types: list[str] | None,
+                          description: str | None, cipher: TokenCipher) -> tuple[str, store.Endpoint]:
+    """A new endpoint and its signing secret (shown once, kept sealed with `cipher`). `event_types` must
+    be normalised already (vip.webhooks.catalogue)."""
+    url = await checked_url(config, url)
     async with engine.begin() as conn:
-        return await store.create_endpoint(conn, organisation_id, url, event_types, description,
-                                           await WALL.now(), cipher=cipher)
+        return await create_endpoint_on(conn, organisation_id=organisation_id, url=url,
+                                        event_types=event_types, description=description, cipher=cipher)
+
+
+async def create_endpoint_on(conn: AsyncConnection, *, organisation_id: str, url: str,
+                             event_types: list[str] | None, description: str | None,
+                             cipher: TokenCipher) -> tuple[str, store.Endpoint]:
+    """`create_endpoint` in the caller's transaction; `url` checked already (`checked_url`)."""
+    return await store.create_endpoint(conn, organisation_id, url, event_types, description,
+                                       await WALL.now(), cipher=cipher)
+
+
+async def update_endpoint_on(conn: AsyncConnection, organisation_id: str, endpoint_id: str, *, url: str,
+                             event_types: list[str] | None, description: str | None) -> store.Endpoint:
+    """Change an endpoint's URL (checked already), event types (normalised) and description; later
+    attempts of its pending deliveries go to the new URL."""
+    endpoint = await store.update_endpoint(conn, organisation_id, endpoint_id, url, event_types, description)
+    if endpoint is None:
+        raise _endpoint_not_found(endpoint_id)
+    return endpoint
+
+
+async def disable_endpoint_on(conn: AsyncConnection, organisation_id: str, endpoint_id: str,
+                              reason: str) -> store.Endpoint:
+    """Stop delivering to an endpoint until it is enabled again (its pending deliveries are cancelled;
+    events of the disabled time reach it only by replay)."""
+    endpoint = await store.disable_endpoint(conn, organisation_id, endpoint_id, await WALL.now(), reason)
+    if endpoint is None:
+        raise _endpoint_not_found(endpoint_id)
+    return endpoint
 
 
 async def list_endpoints(engine: AsyncEngine, organisation_id: str) -> list[store.Endpoint]:
@@ -56,7 +96,11 @@ async def list_endpoints(engine: AsyncEngine, organisation_id: str) -> list[stor
 async def delete_endpoint(engine: AsyncEngine, organisation_id: str, endpoint_id: str) -> store.Endpoint:
     """Stop delivering to an endpoint (its pending deliveries are cancelled)."""
     async with engine.begin() as conn:
-        endpoint = await store.delete_endpoint(conn, organisation_id, endpoint_id, await WALL.now())
+        return await delete_endpoint_on(conn, organisation_id, endpoint_id)
+
+
+async def delete_endpoint_on(conn: AsyncConnection, organisation_id: str, endpoint_id: str) -> store.Endpoint:
+    endpoint = await store.delete_endpoint(conn, organisation_id, endpoint_id, await WALL.now())
     if endpoint is None:
         raise _endpoint_not_found(endpoint_id)
     return endpoint
@@ -65,7 +109,11 @@ async def delete_endpoint(engine: AsyncEngine, organisation_id: str, endpoint_id
 async def enable_endpoint(engine: AsyncEngine, organisation_id: str, endpoint_id: str) -> store.Endpoint:
     """Deliver to an endpoint disabled for failing again (an enabled one is answered as it is)."""
     async with engine.begin() as conn:
-        endpoint = await store.enable_endpoint(conn, organisation_id, endpoint_id)
+        return await enable_endpoint_on(conn, organisation_id, endpoint_id)
+
+
+async def enable_endpoint_on(conn: AsyncConnection, organisation_id: str, endpoint_id: str) -> store.Endpoint:
+    endpoint = await store.enable_endpoint(conn, organisation_id, endpoint_id)
     if endpoint is None:
         raise _endpoint_not_found(endpoint_id)
     return endpoint
@@ -74,10 +122,15 @@ async def enable_endpoint(engine: AsyncEngine, organisation_id: str, endpoint_id
 async def rotate_secret(engine: AsyncEngine, config: WebhookConfig, organisation_id: str,
                         endpoint_id: str, *, cipher: TokenCipher) -> tuple[str, store.Endpoint]:
     """A new signing secret; the current one keeps signing for the configured overlap."""
-    overlap = timedelta(seconds=config.rotation_overlap_s)
     async with engine.begin() as conn:
-        rotated = await store.rotate_secret(conn, organisation_id, endpoint_id, await WALL.now(), overlap,
-                                            cipher=cipher)
+        return await rotate_secret_on(conn, config, organisation_id, endpoint_id, cipher=cipher)
+
+
+async def rotate_secret_on(conn: AsyncConnection, config: WebhookConfig, organisation_id: str,
+                           endpoint_id: str, *, cipher: TokenCipher) -> tuple[str, store.Endpoint]:
+    overlap = timedelta(seconds=config.rotation_overlap_s)
+    rotated = await store.rotate_secret(conn, organisation_id, endpoint_id, await WALL.now(), overlap,
+                                        cipher=cipher)
     if rotated is None:
         raise _endpoint_not_found(endpoint_id)
     return rotated
@@ -139,17 +192,23 @@ async def replay_event(engine: AsyncEngine, organisation_id: str, event_id: str,
     """Deliver an event again to every endpoint subscribed to its type now, or only to `endpoint_id`
     (events.replay); refused when none is and no delivery is still pending."""
     async with engine.begin() as conn:
-        if endpoint_id is not None:
-            endpoint = await store.get_endpoint(conn, organisation_id, endpoint_id)
-            if endpoint is None:
-                raise _endpoint_not_found(endpoint_id)
-            if endpoint.disabled_at is not None:
-                raise Conflict(f"webhook endpoint {endpoint_id} is disabled; enable it first",
-                               {"endpoint_id": endpoint_id}, code="ERR_WEBHOOK_ENDPOINT_DISABLED")
-        queued = await events.replay(conn, organisation_id, event_id, await WALL.now(), endpoint_id)
-        if queued is None:
-            raise _event_not_found(event_id)
-        detail = await _detail(conn, organisation_id, event_id)
+        return await replay_event_on(conn, organisation_id, event_id, endpoint_id)
+
+
+async def replay_event_on(conn: AsyncConnection, organisation_id: str, event_id: str,
+                          endpoint_id: str | None = None) -> EventDetail:
+    """`replay_event` in the caller's transaction (a refusal changes nothing)."""
+    if endpoint_id is not None:
+        endpoint = await store.get_endpoint(conn, organisation_id, endpoint_id)
+        if endpoint is None:
+            raise _endpoint_not_found(endpoint_id)
+        if endpoint.disabled_at is not None:
+            raise Conflict(f"webhook endpoint {endpoint_id} is disabled; enable it first",
+                           {"endpoint_id": endpoint_id}, code="ERR_WEBHOOK_ENDPOINT_DISABLED")
+    queued = await events.replay(conn, organisation_id, event_id, await WALL.now(), endpoint_id)
+    if queued is None:
+        raise _event_not_found(event_id)
+    detail = await _detail(conn, organisation_id, event_id)
     if endpoint_id is not None and queued == 0:
         raise Unprocessable(f"webhook endpoint {endpoint_id} does not receive {detail.event.type} events",
                             {"endpoint_id": endpoint_id, "type": detail.event.type},
@@ -165,12 +224,17 @@ async def replay_event(engine: AsyncEngine, organisation_id: str, event_id: str,
 async def trigger_event(engine: AsyncEngine, organisation_id: str, event_type: str) -> Any:
     """Record a test event of `event_type` for the organisation: the type's sample object, with
     `data.test: true`; delivered to its subscribed endpoints and seen by `vip listen` like any other."""
+    async with engine.begin() as conn:
+        return await trigger_event_on(conn, organisation_id, event_type)
+
+
+async def trigger_event_on(conn: AsyncConnection, organisation_id: str, event_type: str) -> Any:
+    """`trigger_event` in the caller's transaction."""
     try:
         obj = sample_object(event_type)
     except KeyError as exc:
         raise ValidationFailed(f"unknown event type {event_type}; one of: {', '.join(sampled_types())}",
                                {"type": "unknown event type"}) from exc
-    async with engine.begin() as conn:
-        event_id = await record_event(conn, event_type, obj, created_at=await WALL.now(),
-                                      organisation_id=organisation_id, test=True)
-        return await events.load_event(conn, organisation_id, event_id)
+    event_id = await record_event(conn, event_type, obj, created_at=await WALL.now(),
+                                  organisation_id=organisation_id, test=True)
+    return await events.load_event(conn, organisation_id, event_id)

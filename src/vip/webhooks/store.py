@@ -163,6 +163,28 @@ async def enable_endpoint(conn: AsyncConnection, organisation_id: str, endpoint_
     return _endpoint(row) if row is not None else None
 
 
+async def update_endpoint(conn: AsyncConnection, organisation_id: str, endpoint_id: str, url: str,
+                          event_types: list[str] | None, description: str | None) -> Endpoint | None:
+    """Change an endpoint's URL, event types and description (checked already). None: no such endpoint."""
+    row = (await conn.execute(update(webhook_endpoints).where(_active(organisation_id, endpoint_id))
+                              .values(url=url, event_types=event_types, description=description)
+                              .returning(*webhook_endpoints.c))).first()
+    return _endpoint(row) if row is not None else None
+
+
+async def disable_endpoint(conn: AsyncConnection, organisation_id: str, endpoint_id: str, now: datetime,
+                           reason: str) -> Endpoint | None:
+    """Disable an endpoint by hand (a disabled one is answered as it is): its pending deliveries are
+    cancelled. None: no such endpoint (or deleted)."""
+    row = (await conn.execute(update(webhook_endpoints).where(
+        _active(organisation_id, endpoint_id), webhook_endpoints.c.disabled_at.is_(None),
+    ).values(disabled_at=now, disabled_reason=reason).returning(*webhook_endpoints.c))).first()
+    if row is None:
+        return await get_endpoint(conn, organisation_id, endpoint_id)
+    await _cancel_pending(conn, endpoint_id)
+    return _endpoint(row)
+
+
 def disable_reason(failing_since: datetime, days: float) -> str:
     return f"every delivery attempt failed since {iso(failing_since)} (more than {days:g} days)"
 
