@@ -3,6 +3,7 @@ run reuses the data directory (same contracts, same indexed chain)."""
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -137,6 +139,18 @@ def child_environments(pid: int) -> dict[str, dict[str, str]]:
     return found
 
 
+def dashboard_sign_in(dashboard: dict) -> str:
+    """Sign in through the dashboard's form with `vip dev`'s dev sign-in; returns where it lands."""
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    with opener.open(dashboard["url"] + "/sign-in", timeout=10) as form:
+        token = re.search(r'name="csrf_token" value="([^"]+)"', form.read().decode()).group(1)
+    fields = {"csrf_token": token, "organisation": dashboard["organisation"], "email": dashboard["email"],
+              "password": dashboard["password"], "next": "/dashboard"}
+    with opener.open(dashboard["url"] + "/sign-in", data=urllib.parse.urlencode(fields).encode(),
+                     timeout=10) as page:
+        return page.url
+
+
 def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
     data_dir = tmp_path / "dev"
     state_file = tmp_path / "state.json"
@@ -158,6 +172,8 @@ def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
         assert refused.value.code == 404
+        # The dashboard's dev sign-in (printed, and in the state file) signs in through the real form.
+        assert dashboard_sign_in(state["dashboard"]) == state["dashboard"]["url"]
         # The chain starts about 13 months back; the demo moved it month by month to today.
         first = rpc_call(local["rpc_url"], "eth_getBlockByNumber", ["0x1", False])
         assert time.time() - int(first["timestamp"], 16) > 360 * 86400
