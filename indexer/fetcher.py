@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,21 +141,21 @@ class LogFetcher:
         return await asyncio.to_thread(decode_logs, batches, start, end), answered
 
     async def logs_adaptive(self, cursor: int, limit: int, addresses: Selection,
-                            known: BlockHeader | None = None) -> tuple[int, int, list[TokenLog], BlockHeader]:
+                            known: Mapping[int, BlockHeader] | None = None,
+                            ) -> tuple[int, int, list[TokenLog], BlockHeader]:
         """Logs of the next range after `cursor` (at most up to `limit`), shrinking the range on
         "too many results" and on failures, growing it after successes. Also returns the range's end
-        header as the node knew it before the log calls: `known` (a header the caller fetched before
-        calling, the head usually) when the range ends at it, else fetched first."""
+        header as the node knew it before the log calls: one of `known` (headers the caller fetched
+        before calling: the heads it saw) when the range ends at it, else fetched first."""
         failures = 0
         selection = addresses
         while True:
             start, end = next_range(cursor, limit, self.sizer.size)  # type: ignore[misc]
             metrics.BLOCK_RANGE_SIZE.labels(self.network.name).set(self.sizer.size)
             try:
-                if known is not None and known.number == end:
-                    end_before = known  # saves a call per range at the head (decision 180)
-                else:
-                    end_before = (await self.headers([end]))[end]
+                seen = known.get(end) if known is not None else None
+                # A head seen earlier serves: it was fetched before this range's log calls (decision 180).
+                end_before = seen if seen is not None else (await self.headers([end]))[end]
                 logs, answered = await self._logs_counted(start, end, selection)
             except RangeTooLargeError as exc:
                 if isinstance(selection, TokenLogFilter) and start == end:
@@ -204,10 +204,12 @@ class LogFetcher:
         return result
 
     async def fetch_range(self, cursor: int, cursor_hash: str | None, head: int, finalized: int,
-                          addresses: Selection, known: BlockHeader | None = None) -> FetchedRange:
+                          addresses: Selection, known: Mapping[int, BlockHeader] | None = None,
+                          ) -> FetchedRange:
         """The next range after the cursor, checked: headers link to the cursor and to each other, and
-        the chain did not move between the header and log calls (so no log can be missing). `known`: a
-        header fetched before this call (the head), used as the end's "before" when the range ends at it."""
+        the chain did not move between the header and log calls (so no log can be missing). `known`:
+        headers fetched before this call (heads seen), used as the end's "before" when the range ends at
+        one of them."""
         start, end, logs, end_before = await self.logs_adaptive(cursor, head, addresses, known)
         untimed = {lg.block_number for lg in logs if lg.block_timestamp is None}
         headers = await self.headers(headers_needed(start, end, finalized, untimed))

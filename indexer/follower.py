@@ -55,6 +55,9 @@ class Follower:
         self._tag_unknown = False
         self._final: tuple[float, int] | None = None  # (monotonic time asked, the tag's block)
         self._tip_seen: tuple[str, Cursor] | None = None  # (head hash, cursor) last found consistent
+        # Heads seen by recent polls, by number: each can stand as a later range's end header "before"
+        # its log call (decision 180). Emptied when the chain they form breaks.
+        self._heads: dict[int, BlockHeader] = {}
         extra = (network.disbursement_contract,) if network.disbursement_contract else ()
         self.watch = WatchSetCache(self.name, config.watch_set_reload_s, extra)
         self._strategy: str | None = None
@@ -90,9 +93,6 @@ class Follower:
         """Index the next range; True when caught up with the head (the caller then waits a poll)."""
         head, finalized = await self._head_and_final()
         metrics.HEAD_BLOCK.labels(self.name).set(head.number)
-        # Stay `head_margin` blocks behind the provider's head (a lagging node behind its load balancer
-        # may not have the logs of its newest blocks yet); the lag metrics still count from the head.
-        target = head.number - self.network.head_margin
         if self._watch_changed.is_set():
             self._watch_changed.clear()
             self.watch.invalidate()
@@ -102,6 +102,9 @@ class Follower:
             # first block on.
             watch, new_addresses = await self.watch.refresh(conn)
         assert cursor is not None, "prepare() creates the cursor"
+        # Stay `head_margin` blocks behind the provider's head (a lagging node behind its load balancer
+        # may not have the logs of its newest blocks yet); the lag metrics still count from the head.
+        target = self._target(head, cursor.block_number)
         metrics.WATCHED_ADDRESSES.labels(self.name).set(len(watch) - len(self.watch.extra))
 
         if target <= cursor.block_number:
@@ -121,7 +124,7 @@ class Follower:
             fetched = await self._take_prefetched(cursor, watch.version)
             if fetched is None:
                 fetched = await self.fetcher.fetch_range(cursor.block_number, cursor.block_hash,
-                                                         target, finalized, selection, head)
+                                                         target, finalized, selection, self._heads)
         except ReorgDetected as exc:
             self.log.warning("reorg suspected", block=exc.block_number, cursor=cursor.block_number)
             await self._repair_reorg(cursor, head)
@@ -132,16 +135,31 @@ class Follower:
             next_cursor = Cursor(fetched.end, fetched.headers[fetched.end].hash)
             self._prefetch = _Prefetch(next_cursor, watch.version, asyncio.create_task(
                 self.fetcher.fetch_range(next_cursor.block_number, next_cursor.block_hash, target,
-                                         finalized, selection, head)))
+                                         finalized, selection, self._heads)))
         await self._commit(fetched, head, finalized, new_addresses)
-        if fetched.end == head.number and fetched.headers[fetched.end].hash == head.hash:
-            # The new tip is this head: polls that see the same head need not ask about it again.
-            self._tip_seen = (head.hash, Cursor(fetched.end, head.hash))
+        # Polls that see this same head need not ask about the new tip: nothing changed on the node
+        # since it was fetched (a change shows as another head, and the next range checks its link).
+        self._tip_seen = (head.hash, Cursor(fetched.end, fetched.headers[fetched.end].hash))
         metrics.BATCH_SECONDS.labels(self.name, "fetch").observe(fetched_at - started)
         metrics.BATCH_SECONDS.labels(self.name, "store").observe(time.perf_counter() - fetched_at)
         self._update_lag(head, fetched.end, fetched.headers[fetched.end].timestamp)
         self._report_progress(cursor.block_number, fetched.end, target)
         return fetched.end >= target
+
+    def _target(self, head: BlockHeader, cursor: int) -> int:
+        """Where this step's range ends: `head_margin` blocks behind the head, or one block short of that
+        when a head seen earlier sits there (its header is then the range end's "before" header, one
+        call saved; decision 180)."""
+        previous = self._heads.get(head.number - 1)
+        if previous is not None and previous.hash != head.parent_hash:
+            self._heads.clear()  # the chain moved under the heads seen: none of them stands
+        self._heads[head.number] = head
+        for number in [n for n in self._heads if n < head.number - 64]:
+            del self._heads[number]
+        target = head.number - self.network.head_margin
+        if target - 1 > cursor and target not in self._heads and target - 1 in self._heads:
+            return target - 1
+        return target
 
     def _selection(self, watch: WatchSnapshot) -> Selection:
         """How this range is asked for: every token log (`all` mode), topic filters on the watch set, or
@@ -269,6 +287,7 @@ class Follower:
 
     async def _repair_reorg(self, cursor: Cursor, head: BlockHeader) -> None:
         """Find the newest block we share with the node, drop everything above it, continue from it."""
+        self._heads.clear()
         fork = await self._find_fork_point(cursor)
         if fork is None:
             return  # the node changed its mind while we looked: nothing to repair now
@@ -375,6 +394,7 @@ class Follower:
                 failures = 0
             except Exception as exc:  # one bad iteration must not end the follower
                 failures += 1
+                self._heads.clear()  # a stale head must not fail the next range again
                 metrics.FOLLOWER_ERRORS.labels(self.name, type(exc).__name__).inc()
                 self.log.warning("follower iteration failed", error=f"{type(exc).__name__}: {exc}"[:300],
                                  failures=failures)

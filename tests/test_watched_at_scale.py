@@ -100,7 +100,7 @@ async def test_token_logs_store_what_topic_filters_store_through_reorg_and_fault
     assert provider.lagged_requests > 0 and provider.refusals["result_cap"] > 0
     async with engine.connect() as conn:
         repaired = dict((await conn.execute(select(chain_reorgs.c.network, func.count())
-                                            .group_by(chain_reorgs.c.network))).tuples().all())
+                                            .group_by(chain_reorgs.c.network))).all())
     assert repaired.get("tokenlogs", 0) >= 1 and repaired.get("topics", 0) >= 1, repaired
 
 
