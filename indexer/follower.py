@@ -105,7 +105,7 @@ class Follower:
         # Stay `head_margin` blocks behind the provider's head (a lagging node behind its load balancer
         # may not have the logs of its newest blocks yet); the lag metrics still count from the head.
         target = self._target(head, cursor.block_number)
-        metrics.WATCHED_ADDRESSES.labels(self.name).set(len(watch) - len(self.watch.extra))
+        metrics.WATCHED_ADDRESSES.labels(self.name).set(self.watch.watched)
 
         if target <= cursor.block_number:
             await self._check_tip(cursor, head)

@@ -51,6 +51,7 @@ class WatchSetCache:
         self.snapshot = WatchSnapshot(0, self.extra)
         self._loaded_at: float | None = None
         self.full_loads = 0
+        self.watched = 0  # rows of the network's watch set (the snapshot also holds `extra`)
 
     def invalidate(self) -> None:
         """Reload the whole set at the next refresh (addresses were removed)."""
@@ -66,6 +67,7 @@ class WatchSetCache:
         added = {key_of(a) for a in uncovered} - self.snapshot.keys
         if added:
             self.snapshot = WatchSnapshot(self.snapshot.version + 1, self.snapshot.keys | added)
+            self.watched += len(added)
         return self.snapshot, uncovered
 
     async def _load_all(self, conn: AsyncConnection, now: float) -> tuple[WatchSnapshot, list[str]]:
@@ -77,4 +79,5 @@ class WatchSetCache:
             self.snapshot = WatchSnapshot(self.snapshot.version + 1, keys)
         self._loaded_at = now
         self.full_loads += 1
+        self.watched = len(rows)
         return self.snapshot, [r.address for r in rows if r.uncovered]

@@ -97,7 +97,8 @@ async def test_token_logs_store_what_topic_filters_store_through_reorg_and_fault
     # The faults happened, the reorg was repaired on both, and the funding block (14 token logs, over the
     # scaled result cap of 12) was refused whole and asked by topic filters.
     assert provider.refusals["http_5xx"] > 0 and provider.refusals["timeout"] > 0
-    assert provider.lagged_requests > 0 and provider.refusals["result_cap"] > 0
+    assert provider.lagged_requests > 0 and provider.refusals["result_cap"] > 0, provider.refusals
+    assert provider.refusals["rate_limited"] > 0, provider.refusals
     async with engine.connect() as conn:
         repaired = dict((await conn.execute(select(chain_reorgs.c.network, func.count())
                                             .group_by(chain_reorgs.c.network))).all())
@@ -143,7 +144,7 @@ async def test_watch_set_cache_adds_at_once_and_drops_on_reload(engine):
     async with engine.connect() as conn:
         added, uncovered = await cache.refresh(conn)
     assert added.keys == {key_of(first), key_of(second), "dd" * 20} and uncovered == [second]
-    assert added.version == snapshot.version + 1 and cache.full_loads == 1
+    assert added.version == snapshot.version + 1 and cache.full_loads == 1 and cache.watched == 2
     async with engine.begin() as conn:
         await store.mark_live_from(conn, "cachenet", [second], 11)
         await store.remove_watched_address(conn, "cachenet", first, "wallet")
@@ -152,7 +153,7 @@ async def test_watch_set_cache_adds_at_once_and_drops_on_reload(engine):
         assert kept is added and uncovered == []  # a removal waits for a reload
         cache.invalidate()
         reloaded, _ = await cache.refresh(conn)
-    assert reloaded.keys == {key_of(second), "dd" * 20} and cache.full_loads == 2
+    assert reloaded.keys == {key_of(second), "dd" * 20} and cache.full_loads == 2 and cache.watched == 1
     assert reloaded.addresses() == sorted(["0x" + "dd" * 20, second])
 
 
