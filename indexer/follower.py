@@ -17,13 +17,15 @@ from vip.chain.rpc import NodeBehindError, RpcCallError, RpcClient, RpcError
 from vip.config import IndexerConfig, NetworkConfig
 from vip.indexer import store
 from vip.indexer.decode import BlockHeader, parse_header
-from vip.indexer.fetcher import FetchedRange, LogFetcher, ReorgDetected
+from vip.indexer.fetcher import FetchedRange, LogFetcher, ReorgDetected, Selection, TokenLogFilter
 from vip.indexer.progress import Progress
 from vip.indexer.ranges import finalized_block
 from vip.indexer.reorg import first_common_block, header_window_start
 from vip.indexer.store import Cursor
+from vip.indexer.watchset import WATCH_SET_CHANNEL, WatchSetCache, WatchSnapshot
 from vip.run_loop import sleep_or_stop
 from vip.store import label_queue
+from vip.store.listen import listen_and_wake
 
 log = structlog.get_logger(__name__)
 
@@ -51,6 +53,15 @@ class Follower:
         self._prefetch: _Prefetch | None = None
         self._progress: Progress | None = None
         self._tag_unknown = False
+        self._final: tuple[float, int] | None = None  # (monotonic time asked, the tag's block)
+        self._tip_seen: tuple[str, Cursor] | None = None  # (head hash, cursor) last found consistent
+        # Heads seen by recent polls, by number: each can stand as a later range's end header "before"
+        # its log call (decision 180). Emptied when the chain they form breaks.
+        self._heads: dict[int, BlockHeader] = {}
+        extra = (network.disbursement_contract,) if network.disbursement_contract else ()
+        self.watch = WatchSetCache(self.name, config.watch_set_reload_s, extra)
+        self._strategy: str | None = None
+        self._watch_changed = asyncio.Event()  # addresses were removed: reload the watch set
         self.log = log.bind(network=self.name)
 
     # --- start ---------------------------------------------------------------------------------------
@@ -82,15 +93,19 @@ class Follower:
         """Index the next range; True when caught up with the head (the caller then waits a poll)."""
         head, finalized = await self._head_and_final()
         metrics.HEAD_BLOCK.labels(self.name).set(head.number)
-        # Stay `head_margin` blocks behind the provider's head (a lagging node behind its load balancer
-        # may not have the logs of its newest blocks yet); the lag metrics still count from the head.
-        target = head.number - self.network.head_margin
+        if self._watch_changed.is_set():
+            self._watch_changed.clear()
+            self.watch.invalidate()
         async with self.engine.connect() as conn:
             cursor = await store.load_cursor(conn, self.name)
-            watch = await store.load_watch_set(conn, self.name)
+            # Every address not covered yet is in `watch`: a range fetched with it covers them from its
+            # first block on.
+            watch, new_addresses = await self.watch.refresh(conn)
         assert cursor is not None, "prepare() creates the cursor"
-        metrics.WATCHED_ADDRESSES.labels(self.name).set(len(watch))
-        new_addresses = [w.address for w in watch if w.live_from_block is None]
+        # Stay `head_margin` blocks behind the provider's head (a lagging node behind its load balancer
+        # may not have the logs of its newest blocks yet); the lag metrics still count from the head.
+        target = self._target(head, cursor.block_number)
+        metrics.WATCHED_ADDRESSES.labels(self.name).set(self.watch.watched)
 
         if target <= cursor.block_number:
             await self._check_tip(cursor, head)
@@ -103,18 +118,13 @@ class Follower:
             return True
         self._behind_since = None
 
-        addresses = None
-        if self.network.mode == "watched":
-            addresses = [w.address for w in watch]
-            if self.network.disbursement_contract:
-                addresses.append(self.network.disbursement_contract.lower())
-            addresses = sorted(set(addresses))
+        selection = self._selection(watch)
         started = time.perf_counter()
         try:
-            fetched = await self._take_prefetched(cursor, addresses)
+            fetched = await self._take_prefetched(cursor, watch.version)
             if fetched is None:
                 fetched = await self.fetcher.fetch_range(cursor.block_number, cursor.block_hash,
-                                                         target, finalized, addresses)
+                                                         target, finalized, selection, self._heads)
         except ReorgDetected as exc:
             self.log.warning("reorg suspected", block=exc.block_number, cursor=cursor.block_number)
             await self._repair_reorg(cursor, head)
@@ -123,22 +133,60 @@ class Follower:
         if fetched.end < target:
             # Catching up: download the next range while this one is written.
             next_cursor = Cursor(fetched.end, fetched.headers[fetched.end].hash)
-            self._prefetch = _Prefetch(next_cursor, addresses, asyncio.create_task(
+            self._prefetch = _Prefetch(next_cursor, watch.version, asyncio.create_task(
                 self.fetcher.fetch_range(next_cursor.block_number, next_cursor.block_hash, target,
-                                         finalized, addresses)))
-        if addresses is not None:
-            new_addresses = [a for a in new_addresses if a in set(addresses)]
+                                         finalized, selection, self._heads)))
         await self._commit(fetched, head, finalized, new_addresses)
+        # Polls that see this same head need not ask about the new tip: nothing changed on the node
+        # since it was fetched (a change shows as another head, and the next range checks its link).
+        self._tip_seen = (head.hash, Cursor(fetched.end, fetched.headers[fetched.end].hash))
         metrics.BATCH_SECONDS.labels(self.name, "fetch").observe(fetched_at - started)
         metrics.BATCH_SECONDS.labels(self.name, "store").observe(time.perf_counter() - fetched_at)
         self._update_lag(head, fetched.end, fetched.headers[fetched.end].timestamp)
         self._report_progress(cursor.block_number, fetched.end, target)
         return fetched.end >= target
 
+    def _target(self, head: BlockHeader, cursor: int) -> int:
+        """Where this step's range ends: `head_margin` blocks behind the head, or one block short of that
+        when a head seen earlier sits there (its header is then the range end's "before" header, one
+        call saved; decision 180)."""
+        previous = self._heads.get(head.number - 1)
+        if previous is not None and previous.hash != head.parent_hash:
+            self._heads.clear()  # the chain moved under the heads seen: none of them stands
+        self._heads[head.number] = head
+        for number in [n for n in self._heads if n < head.number - 64]:
+            del self._heads[number]
+        target = head.number - self.network.head_margin
+        if target - 1 > cursor and target not in self._heads and target - 1 in self._heads:
+            return target - 1
+        return target
+
+    def _selection(self, watch: WatchSnapshot) -> Selection:
+        """How this range is asked for: every token log (`all` mode), topic filters on the watch set, or
+        every token log filtered in memory (decision 175)."""
+        if self.network.mode == "all":
+            return None
+        strategy = self.network.watched_fetch
+        if strategy == "auto":
+            small = len(watch) <= self.network.topic_filter_max_addresses
+            strategy = "topic_filters" if small else "token_logs"
+        if strategy != self._strategy:
+            self.log.info("watched logs fetched by " + strategy.replace("_", " "), watched=len(watch),
+                          setting=self.network.watched_fetch)
+            self._strategy = strategy
+        return TokenLogFilter(watch.keys, watch.addresses) if strategy == "token_logs" else watch.addresses()
+
     async def _head_and_final(self) -> tuple[BlockHeader, int]:
         """The node's head and the highest block it calls final: its `finalized` (or `safe`) block, asked
-        in the same HTTP request as the head so both come from one node; `finality_depth` behind the
-        head on a network configured so, or whose node does not know the tag (logged once)."""
+        in the same HTTP request as the head so both come from one node, at most every
+        `finality_refresh_s` (in between the last answer stands: a final block stays final);
+        `finality_depth` behind the head on a network configured so, or whose node does not know the
+        tag (logged once)."""
+        now = time.monotonic()
+        if self._final is not None and now - self._final[0] < self.network.finality_refresh_s \
+                and not self._tag_unknown:
+            head = parse_header(await self.rpc.call("eth_getBlockByNumber", ["latest", False]))
+            return head, min(self._final[1], head.number)
         if self.network.finality != "depth" and not self._tag_unknown:
             try:
                 latest, tagged = await self.rpc.batch([
@@ -153,16 +201,18 @@ class Follower:
                 head = parse_header(latest)
                 # A node may not have a finalized block yet (a young chain): nothing is final then.
                 final = parse_header(tagged).number if tagged else -1
+                self._final = (now, final)
                 return head, min(final, head.number)
         head = parse_header(await self.rpc.call("eth_getBlockByNumber", ["latest", False]))
         return head, finalized_block(head.number, self.network.finality_depth)
 
-    async def _take_prefetched(self, cursor: Cursor, addresses: list[str] | None) -> FetchedRange | None:
-        """The prefetched next range, if it continues from this cursor with the same watch set."""
+    async def _take_prefetched(self, cursor: Cursor, watch_version: int) -> FetchedRange | None:
+        """The prefetched next range, if it continues from this cursor with the same watch set (a range
+        fetched before an address joined would not cover it)."""
         prefetch, self._prefetch = self._prefetch, None
         if prefetch is None:
             return None
-        if prefetch.cursor == cursor and prefetch.addresses == addresses:
+        if prefetch.cursor == cursor and prefetch.watch_version == watch_version:
             return await prefetch.task
         await _cancel(prefetch.task)
         return None
@@ -214,6 +264,8 @@ class Follower:
         """Caught up: make sure our tip is still the node's block at that height."""
         if cursor.block_hash is None or cursor.block_number < 0:
             return
+        if self._tip_seen == (head.hash, cursor):
+            return  # the same head as when this tip was last found on its chain: nothing to ask again
         if head.number < cursor.block_number:
             # A node behind our cursor is usually a lagging replica: wait, then treat as a reorg to a
             # shorter chain only if it stays behind.
@@ -229,11 +281,13 @@ class Follower:
                 except NodeBehindError:
                     return
             if tip.hash == cursor.block_hash:
+                self._tip_seen = (head.hash, cursor)
                 return
         await self._repair_reorg(cursor, head)
 
     async def _repair_reorg(self, cursor: Cursor, head: BlockHeader) -> None:
         """Find the newest block we share with the node, drop everything above it, continue from it."""
+        self._heads.clear()
         fork = await self._find_fork_point(cursor)
         if fork is None:
             return  # the node changed its mind while we looked: nothing to repair now
@@ -322,9 +376,13 @@ class Follower:
                 metrics.FOLLOWER_ERRORS.labels(self.name, type(exc).__name__).inc()
                 self.log.warning("network unreachable at start", error=str(exc)[:300])
                 await sleep_or_stop(stop, min(30.0, delay))
+        # Removals from the watch set are NOTIFYed (migration 0017); the periodic reload is the fallback.
+        listener = asyncio.create_task(listen_and_wake(self.engine, WATCH_SET_CHANNEL, stop,
+                                                       self._watch_changed, asyncio.Event(), self.log))
         try:
             await self._follow(stop)
         finally:
+            await _cancel(listener)
             if self._prefetch is not None:
                 await _cancel(self._prefetch.task)
 
@@ -336,6 +394,7 @@ class Follower:
                 failures = 0
             except Exception as exc:  # one bad iteration must not end the follower
                 failures += 1
+                self._heads.clear()  # a stale head must not fail the next range again
                 metrics.FOLLOWER_ERRORS.labels(self.name, type(exc).__name__).inc()
                 self.log.warning("follower iteration failed", error=f"{type(exc).__name__}: {exc}"[:300],
                                  failures=failures)
@@ -350,7 +409,7 @@ class _Prefetch:
     """A download of the range after `cursor`, running while the previous range is written."""
 
     cursor: Cursor
-    addresses: list[str] | None
+    watch_version: int
     task: asyncio.Task[FetchedRange]
 
 

@@ -107,6 +107,17 @@ class NetworkConfig(_Strict):
     history_source: Literal["logs", "alchemy_transfers"] = "logs"
     mode: Literal["watched", "all"] = "watched"
     start_block: int = Field(default=0, ge=0)
+    # How `watched` mode asks for a range's logs (decisions 175-176): `topic_filters` (two eth_getLogs per
+    # `rpc.max_addresses_per_filter` addresses, the address as sender and as recipient), `token_logs`
+    # (one eth_getLogs for all the tokens' logs, kept in memory only when they touch a watched address or
+    # the disbursement contract), or `auto`: topic filters while the watch set has at most
+    # `topic_filter_max_addresses` addresses, token logs past it.
+    watched_fetch: Literal["auto", "topic_filters", "token_logs"] = "auto"
+    topic_filter_max_addresses: int = Field(default=500, ge=0)
+    # Ask the node's `finality` tag at most this often (0: with every head; decision 179). The final
+    # block moves in epochs (Ethereum: 6.4 min) or with L1 finality on the L2s: asking it at every poll
+    # doubles the head's calls for nothing. What acts on finality waits at most this much longer.
+    finality_refresh_s: float = Field(default=0.0, ge=0)
 
     @field_validator("disbursement_contract")
     @classmethod
@@ -190,6 +201,9 @@ class RpcConfig(_Strict):
 class IndexerConfig(_Strict):
     lag_grace_s: float = Field(default=10.0, ge=0)
     max_logs_per_batch: int = Field(default=20000, ge=1)
+    # The follower keeps its watch set in memory, reads the addresses it has not covered yet at every
+    # step, and reloads the whole set this often (and when addresses are removed; decision 177).
+    watch_set_reload_s: float = Field(default=300.0, gt=0)
 
 
 # --- disbursement ---------------------------------------------------------------------------------------

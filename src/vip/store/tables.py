@@ -128,6 +128,11 @@ watched_addresses = Table(
     Column("backfill_done_at", DateTime(timezone=True)),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     PrimaryKeyConstraint("network", "address"),
+    # The follower's every-step read of addresses it has not covered yet (migration 0017).
+    Index("ix_watched_addresses_not_live", "network", postgresql_where=text("live_from_block IS NULL")),
+    # The backfiller's every-poll read of the histories still to fetch (migration 0017).
+    Index("ix_watched_addresses_backfill_pending", "network",
+          postgresql_where=text("backfill_done_at IS NULL")),
 )
 
 # Every reorg the indexer repaired, for operators and for consumers that must re-check their work.
