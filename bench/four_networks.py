@@ -268,7 +268,8 @@ async def child(overlay: str, database_url: str) -> None:
         rpcs.append(rpc)
         follower, backfiller = build_network_tasks(settings, network, engine, rpc)
         tasks += [asyncio.create_task(follower.run(stop)), asyncio.create_task(backfiller.run(stop)),
-                  asyncio.create_task(BalanceRefresher(network, engine, rpc).run(stop))]
+                  asyncio.create_task(BalanceRefresher(
+                      network, engine, rpc, max_age_s=settings.indexer.balance_max_age_s).run(stop))]
     await stop.wait()
     for task in tasks:
         task.cancel()

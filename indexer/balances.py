@@ -11,8 +11,9 @@ A balance row is stale when:
 - the row's block is above the cursor: a reorg rolled the indexed data back below it;
 - the row's block is inside the header window and its stored header has another hash: a reorg replaced
   that block, even if the follower has since re-indexed past it at the same height;
-- the row was read more than `max_age_s` ago (default one hour): a safety net for balance changes that
-  emit no Transfer (mainnet USDT's `destroyBlackFunds` burns a blacklisted balance with its own event).
+- the row was read more than `max_age_s` ago (`indexer.balance_max_age_s`, a week): a safety net for
+  balance changes that emit no Transfer (mainnet USDT's `destroyBlackFunds` burns a blacklisted balance
+  with its own event).
 
 An address untouched since its reading keeps its row (and the older block number): its balance is still
 the balance at the cursor.
@@ -47,8 +48,9 @@ log = structlog.get_logger(__name__)
 BALANCE_OF = "0x70a08231"  # balanceOf(address)
 # Addresses refreshed per RPC batch (each costs one eth_call per configured token).
 ADDRESSES_PER_BATCH = 50
-# Balances are read again after this long even without a new transfer.
-MAX_AGE_S = 3600.0
+# Balances are read again after this long even without a new transfer (the daemon passes
+# `indexer.balance_max_age_s`; this is its default).
+MAX_AGE_S = 7 * 86400.0
 
 
 def balance_of_call(token_address: str, holder: str, block: int) -> tuple[str, list[Any]]:

@@ -104,7 +104,8 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
         follower, backfiller = build_network_tasks(settings, network, engine, rpc)
         tasks.append(asyncio.create_task(follower.run(stop), name=f"follow-{network.name}"))
         tasks.append(asyncio.create_task(backfiller.run(stop), name=f"backfill-{network.name}"))
-        tasks.append(asyncio.create_task(BalanceRefresher(network, engine, rpc).run(stop),
+        tasks.append(asyncio.create_task(BalanceRefresher(
+            network, engine, rpc, max_age_s=settings.indexer.balance_max_age_s).run(stop),
                                          name=f"balances-{network.name}"))
         log.info("following network", network=network.name, chain_id=network.chain_id, mode=network.mode,
                  finality=network.finality, finality_depth=network.finality_depth)

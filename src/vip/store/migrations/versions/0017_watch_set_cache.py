@@ -4,14 +4,14 @@ follower then reloads its in-memory set; otherwise it does so periodically). Als
 addresses whose backfill is not done, which the backfiller reads at every poll.
 
 Revision ID: 0017
-Revises: 0015
+Revises: 0016
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = '0017'
-down_revision = '0015'
+down_revision = '0016'
 branch_labels = None
 depends_on = None
 

@@ -3,14 +3,14 @@ key) are recorded with status `external`, so a reorg that removes them is caught
 partial index of what the charge execution job re-checks covers them too.
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = '0018'
-down_revision = '0016'
+down_revision = '0017'
 branch_labels = None
 depends_on = None
 
