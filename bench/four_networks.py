@@ -49,10 +49,8 @@ from pathlib import Path
 
 import psutil
 import psycopg
-import requests
 from benchdb import throwaway_database
-from eth_abi import encode
-from eth_utils import keccak
+from index_throughput import Rpc
 from web3 import Web3
 
 from vip.chain.contracts import APPROVAL_TOPIC, TRANSFER_TOPIC
@@ -64,29 +62,8 @@ from vip.devstack.provider import ProviderStandIn
 # name: (chain id, real block time s, stand-in profile)
 NETWORKS = {"ethereum": (1, 12.0, "alchemy"), "polygon": (137, 2.0, "infura"),
             "base": (8453, 2.0, "quicknode"), "arbitrum": (42161, 0.25, "alchemy")}
-SEL = {name: keccak(text=sig)[:4] for name, sig in [("mint", "mint(address,uint256)"),
-                                                    ("approve", "approve(address,uint256)"),
-                                                    ("spray", "spray(address,address[],uint256)")]}
 BUDGET_CALLS_S = 25.0
 LAG_GOAL_BLOCKS = 2
-
-
-class Rpc:
-    """Blocking JSON-RPC over one keep-alive connection (set-up, traffic, ground truth)."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.http = url, requests.Session()
-
-    def __call__(self, method: str, params: list | None = None):
-        reply = self.http.post(self.url, json={"jsonrpc": "2.0", "id": 1, "method": method,
-                                               "params": params or []}, timeout=120).json()
-        if "error" in reply:
-            raise RuntimeError(f"{method}: {reply['error']}")
-        return reply["result"]
-
-    def send(self, sender: str, to: str, selector: str, types: list[str], args: list, gas: int) -> str:
-        data = "0x" + (SEL[selector] + encode(types, args)).hex()
-        return self("eth_sendTransaction", [{"from": sender, "to": to, "data": data, "gas": hex(gas)}])
 
 
 @dataclass
