@@ -32,6 +32,7 @@ from tests.support.payments import (
     disbursed_logs,
     event_types,
     lender,
+    pay_outside_the_service,
     payments_api,
     post_json,
     wait_charge_settled,
@@ -632,15 +633,9 @@ async def test_reorg_removing_a_payment_made_outside_the_service_pays_the_intent
     before = (balance(chain, "USDC", funding), balance(chain, "USDC", who.wallet))
     charge_id, payout = await new_charge(pay_api, intent, approval_tx)
     snapshot = chain.node.call("evm_snapshot")
-    contract = contract_at(chain.w3, "Disbursement", chain.contracts.disbursement)
-    call = contract.functions.disburse(bytes.fromhex(payout.organisation_key[2:]),
-                                       bytes.fromhex(payout.chain_intent_id[2:]),
-                                       chain.w3.to_checksum_address(payout.token),
-                                       chain.w3.to_checksum_address(payout.funding_wallet),
-                                       chain.w3.to_checksum_address(payout.recipient), payout.amount)
-    outside = send_transaction(chain.w3, call, chain.node.private_keys[1])["transactionHash"].to_0x_hex()
+    outside = pay_outside_the_service(chain, payout)
     first = await restarted.finish(pay_api, charge_id)
-    assert (first["status"], first["disbursement_tx_hash"]) == ("succeeded", outside.lower())
+    assert (first["status"], first["disbursement_tx_hash"]) == ("succeeded", outside)
     [recorded] = await attempts(pay_api, charge_id)
     assert (recorded.status, recorded.raw_tx, recorded.sender) == ("external", "", chain.accounts[1].lower())
     assert await restarted.executor.recheck_successes("local") == 0  # still on the chain
@@ -653,7 +648,7 @@ async def test_reorg_removing_a_payment_made_outside_the_service_pays_the_intent
     assert (charge.status, reopened.status) == ("pending", "approval_confirmed")
     again = await restarted.finish(pay_api, charge_id)
     removed, ours = await attempts(pay_api, charge_id)
-    assert removed.tx_hash == outside.lower() and removed.status == "external_removed"
+    assert removed.tx_hash == outside and removed.status == "external_removed"
     assert ours.status == "mined" and ours.raw_tx and again["disbursement_tx_hash"] == ours.tx_hash
     assert_paid_once(chain, intent, who, funding, before, 37_000_000, ours.tx_hash)
     assert await restarted.executor.recheck_successes("local") == 0

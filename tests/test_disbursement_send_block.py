@@ -12,9 +12,8 @@ from eth_account import Account
 from sqlalchemy import select
 
 from tests.support.api import ApiHarness
-from tests.support.payments import confirmed_intent, payments_api
+from tests.support.payments import confirmed_intent, pay_outside_the_service, payments_api
 from tests.test_disbursement_exactly_once import load, new_charge
-from vip.chain.contracts import contract_at, send_transaction
 from vip.chain.rpc import RangeTooLargeError, RpcClient
 from vip.clock import ChainClock
 from vip.devstack.provider import PROFILES, ProviderStandIn
@@ -81,14 +80,7 @@ async def test_charge_paid_outside_our_records_is_found_from_its_approval_block(
     chain.mine(3 * RANGE_CAP)  # the chain's start is far more than one query behind the approval
     _, _, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "22")
     charge_id, payout = await new_charge(pay_api, intent, approval_tx)
-    contract = contract_at(chain.w3, "Disbursement", chain.contracts.disbursement)
-    call = contract.functions.disburse(bytes.fromhex(payout.organisation_key[2:]),
-                                       bytes.fromhex(payout.chain_intent_id[2:]),
-                                       chain.w3.to_checksum_address(payout.token),
-                                       chain.w3.to_checksum_address(payout.funding_wallet),
-                                       chain.w3.to_checksum_address(payout.recipient), payout.amount)
-    receipt = send_transaction(chain.w3, call, chain.node.private_keys[1])
-    paid_by = receipt["transactionHash"].to_0x_hex().lower()
+    paid_by = pay_outside_the_service(chain, payout)
     chain.mine(2)
     executor, rpc, clock = await executor_behind(pay_api, capped_provider.url)
     try:

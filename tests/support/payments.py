@@ -22,7 +22,7 @@ from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.wallets import connect
 from vip.api.jsonio import dumps
-from vip.chain.contracts import DISBURSED_TOPIC, contract_at, organisation_key
+from vip.chain.contracts import DISBURSED_TOPIC, contract_at, organisation_key, send_transaction
 from vip.chain.rpc import RpcClient
 from vip.clock import ChainClock
 from vip.config import DisbursementConfig, Settings
@@ -59,6 +59,19 @@ def disbursed_logs(driver: ChainDriver, chain_intent_id: str | None = None) -> l
 class Borrower:
     user_id: str
     wallet: str  # checksummed
+
+
+def pay_outside_the_service(driver: ChainDriver, payout) -> str:
+    """Another tool holding the operator key pays the charge's intent straight on the contract (no record
+    of ours): the mined transaction's hash, lower-case."""
+    contract = contract_at(driver.w3, "Disbursement", driver.contracts.disbursement)
+    call = contract.functions.disburse(bytes.fromhex(payout.organisation_key[2:]),
+                                       bytes.fromhex(payout.chain_intent_id[2:]),
+                                       driver.w3.to_checksum_address(payout.token),
+                                       driver.w3.to_checksum_address(payout.funding_wallet),
+                                       driver.w3.to_checksum_address(payout.recipient), payout.amount)
+    receipt = send_transaction(driver.w3, call, driver.node.private_keys[1])
+    return receipt["transactionHash"].to_0x_hex().lower()
 
 
 async def borrower(api: ApiHarness, org: str = "acme") -> Borrower:
