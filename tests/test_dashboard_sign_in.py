@@ -96,3 +96,13 @@ async def test_a_session_ends_when_idle_or_too_old(engine):
         assert found is not None and found.staff == member
         await staff.prune_sessions(conn)
         assert await conn.scalar(select(func.count()).select_from(staff_sessions)) == 1
+
+
+@pytest.mark.timeout(180)
+async def test_an_unknown_dashboard_path_is_a_page_saying_so(api, dashboard):
+    page = await dashboard.new_page()
+    response = await page.goto(dashboard.url("/dashboard/no/such/<page>"))
+    assert response is not None and response.status == 404
+    assert response.headers["content-type"].startswith("text/html")
+    assert await page.get_by_role("heading", name="Not found").is_visible()
+    assert "/dashboard/no/such/" in await page.get_by_text("There is no dashboard page").inner_text()

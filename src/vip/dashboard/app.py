@@ -20,6 +20,7 @@ from vip.dashboard import (
     webhooks_routes,
 )
 from vip.dashboard import staff as staff_store
+from vip.dashboard.session import error_page
 
 log = structlog.get_logger(__name__)
 
@@ -68,10 +69,18 @@ async def _housekeeping(app: web.Application) -> AsyncIterator[None]:
     await asyncio.gather(task, return_exceptions=True)
 
 
+@public
+async def no_such_page(request: web.Request) -> web.Response:
+    """Any other path under /dashboard: a page saying so (a browser is on the other end), not the API's
+    JSON 404."""
+    return error_page(request, 404, f"There is no dashboard page at {request.path}.")
+
+
 def add_dashboard(app: web.Application) -> None:
     """Serve the dashboard under /dashboard on `app` (the API's application, whose resources, the
     engine among them, are set up by a cleanup context added before this one)."""
     for table in ROUTE_TABLES:
         app.router.add_routes(table)
     app.router.add_get(STATIC_PREFIX + "/{name}", static_file)
+    app.router.add_route("*", "/dashboard/{path:.*}", no_such_page)  # last: matched when nothing else is
     app.cleanup_ctx.append(_housekeeping)  # expired sessions are deleted every 10 minutes
