@@ -17,6 +17,7 @@ from vip.dashboard import (
     keys_routes,
     networks_routes,
     session_routes,
+    staff_routes,
     webhooks_routes,
 )
 from vip.dashboard import staff as staff_store
@@ -24,8 +25,8 @@ from vip.dashboard.session import error_page
 
 log = structlog.get_logger(__name__)
 
-ROUTE_TABLES = (session_routes.routes, keys_routes.routes, webhooks_routes.routes, audit_routes.routes,
-                borrowers_routes.routes, networks_routes.routes)
+ROUTE_TABLES = (session_routes.routes, keys_routes.routes, webhooks_routes.routes, staff_routes.routes,
+                audit_routes.routes, borrowers_routes.routes, networks_routes.routes)
 STATIC_PREFIX = "/dashboard/static"
 PRUNE_EVERY_S = 600
 

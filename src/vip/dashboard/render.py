@@ -39,6 +39,7 @@ NAV = (
     NavEntry("Networks", "/dashboard/networks", ("operator",)),
     NavEntry("API keys", "/dashboard/keys", ()),
     NavEntry("Webhooks", "/dashboard/webhooks", ()),
+    NavEntry("Staff", "/dashboard/staff", ()),
     NavEntry("Audit log", "/dashboard/audit", ()),
 )
 

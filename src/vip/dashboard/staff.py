@@ -135,6 +135,81 @@ async def remove_member(conn: AsyncConnection, organisation_id: str, email: str)
     return removed is not None
 
 
+def new_password() -> str:
+    """A first password an admin hands to a new member (128 random bits, 22 characters); the member
+    replaces it on the password page."""
+    return secrets.token_urlsafe(16)
+
+
+async def load_member(conn: AsyncConnection, organisation_id: str, member_id: str, *,
+                      lock: bool = False) -> StaffIdentity | None:
+    """The organisation's member with this id (None for an unknown id or another organisation's)."""
+    query = _members().where(staff_members.c.id == member_id,
+                             staff_members.c.organisation_id == organisation_id)
+    row = (await conn.execute(query.with_for_update(of=staff_members) if lock else query)).first()
+    return _identity(row) if row is not None else None
+
+
+async def _lock_admins(conn: AsyncConnection, organisation_id: str) -> list[str]:
+    """The organisation's admins' ids, their rows locked: two admins demoting each other at the same
+    instant cannot leave the organisation with none."""
+    return list(await conn.scalars(select(staff_members.c.id).where(
+        staff_members.c.organisation_id == organisation_id, staff_members.c.role == "admin")
+        .order_by(staff_members.c.id).with_for_update()))
+
+
+async def change_role(conn: AsyncConnection, organisation_id: str, member_id: str, role: str
+                      ) -> tuple[StaffIdentity, StaffIdentity] | None:
+    """Give the member another role: (before, after), None for no such member; StaffError when the role
+    is unknown or the change would leave the organisation without an admin. The member's sessions carry
+    the new role from their next page (a session reads the member's row at every request)."""
+    if role not in ROLES:
+        raise StaffError(f"the role must be one of {', '.join(ROLES)}")
+    admins = await _lock_admins(conn, organisation_id)
+    before = await load_member(conn, organisation_id, member_id, lock=True)
+    if before is None:
+        return None
+    if before.role == "admin" and role != "admin" and admins == [member_id]:
+        raise StaffError(f"{before.email} is the organisation's only admin: make another admin first")
+    await conn.execute(update(staff_members).where(staff_members.c.id == member_id).values(role=role))
+    after = await load_member(conn, organisation_id, member_id)
+    assert after is not None
+    return before, after
+
+
+async def remove_member_by_id(conn: AsyncConnection, organisation_id: str, member_id: str
+                              ) -> StaffIdentity | None:
+    """Remove the member (their sessions end with them); None for no such member; StaffError for the
+    organisation's only admin."""
+    admins = await _lock_admins(conn, organisation_id)
+    member = await load_member(conn, organisation_id, member_id, lock=True)
+    if member is None:
+        return None
+    if admins == [member_id]:
+        raise StaffError(f"{member.email} is the organisation's only admin: make another admin first")
+    await conn.execute(delete(staff_members).where(staff_members.c.id == member_id))
+    return member
+
+
+async def change_password(conn: AsyncConnection, member: StaffIdentity, current: str, new: str,
+                          keep_session_token: str) -> bool:
+    """Replace the member's password when `current` is right (False otherwise; StaffError for a new one
+    too short or too long), and end every other session of theirs: whoever knew the old password is
+    signed out."""
+    check_password(new)
+    password_hash = await conn.scalar(select(staff_members.c.password_hash)
+                                      .where(staff_members.c.id == member.member_id).with_for_update())
+    if password_hash is None or len(current) > MAX_PASSWORD_LENGTH or not await _verify(password_hash,
+                                                                                        current):
+        return False
+    await conn.execute(update(staff_members).where(staff_members.c.id == member.member_id)
+                       .values(password_hash=await hash_password(new)))
+    await conn.execute(delete(staff_sessions).where(
+        staff_sessions.c.member_id == member.member_id,
+        staff_sessions.c.token_hash != _token_hash(keep_session_token)))
+    return True
+
+
 async def check_credentials(conn: AsyncConnection, organisation_name: str, email: str,
                             password: str) -> StaffIdentity | None:
     """The member with these credentials, or None (the same answer, in about the same time, for an unknown
