@@ -163,7 +163,7 @@ def _client(request: web.Request) -> str:
 @web.middleware
 async def access(request: web.Request, handler) -> web.StreamResponse:
     """API key (401), scope (403) and rate limit (429), with X-RateLimit-* headers on the response."""
-    if request.path in UNMETERED:
+    if request.path in UNMETERED or request.path.startswith(ratelimit.DASHBOARD_STATIC):
         return await handler(request)
     route_handler = request.match_info.handler
     matched = request.match_info.http_exception is None

@@ -37,6 +37,11 @@ class Decision:
                 "X-RateLimit-Reset": str(self.reset_s)}
 
 
+DASHBOARD = "/dashboard"
+# Served from memory, asked by every page: never counted.
+DASHBOARD_STATIC = DASHBOARD + "/static/"
+
+
 def bucket_for(path: str, principal: Principal | None, user_id: str | None, client: str,
                limits: RateLimitConfig) -> tuple[str, int]:
     """The spec's table: per user for /vip-report and /risk-score, per key for the rest.
@@ -46,6 +51,9 @@ def bucket_for(path: str, principal: Principal | None, user_id: str | None, clie
     never the owning organisation's. Unauthenticated requests count against the client's address."""
     if user_id is not None and not _USER_ID.match(user_id):
         user_id = None
+    if path == DASHBOARD or path.startswith(DASHBOARD + "/"):
+        # Staff pages: a session, not a key; an office's staff share one address (decision 214).
+        return f"dashboard:{client}", limits.dashboard_per_client
     if principal is None:
         return f"ip:{client}", limits.default_per_key
     key_id, org = principal.key_id, principal.organisation_id

@@ -106,3 +106,25 @@ async def test_an_unknown_dashboard_path_is_a_page_saying_so(api, dashboard):
     assert response.headers["content-type"].startswith("text/html")
     assert await page.get_by_role("heading", name="Not found").is_visible()
     assert "/dashboard/no/such/" in await page.get_by_text("There is no dashboard page").inner_text()
+
+
+async def test_dashboard_pages_have_a_rate_limit_bucket_of_their_own(api):
+    """An office's staff share one address: the dashboard's pages count in their own bucket per address
+    (600 a minute), never in the API's keyless one (120), and the stylesheet is not counted."""
+    limits = api.settings.api.rate_limits
+    assert limits.dashboard_per_client > limits.default_per_key
+    api_before = await api.client.get("/v1/transactions")  # no key: 401, counted in the address's bucket
+    assert api_before.status == 401
+    for _ in range(limits.default_per_key + 5):
+        page = await api.client.get("/dashboard/sign-in")
+        assert page.status == 200
+    assert int(page.headers["X-RateLimit-Limit"]) == limits.dashboard_per_client
+    # (a minute's window may turn during the loop: at most this many spent, at least one)
+    spent = limits.dashboard_per_client - int(page.headers["X-RateLimit-Remaining"])
+    assert 1 <= spent <= limits.default_per_key + 5
+    style = await api.client.get("/dashboard/static/dashboard.css")
+    assert style.status == 200 and "X-RateLimit-Limit" not in style.headers
+    api_after = await api.client.get("/v1/transactions")
+    assert api_after.status == 401  # not 429: the pages spent none of the API's budget
+    assert (int(api_after.headers["X-RateLimit-Remaining"])
+            >= int(api_before.headers["X-RateLimit-Remaining"]) - 1)

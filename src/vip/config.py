@@ -140,6 +140,9 @@ class RateLimitConfig(_Strict):
     risk_score_per_user: int = Field(default=20, ge=1)
     transactions_per_key: int = Field(default=60, ge=1)
     default_per_key: int = Field(default=120, ge=1)
+    # The dashboard's pages, per client address, in a bucket of their own (a lender's staff behind one
+    # office address share it); its stylesheet is never counted (decision 214).
+    dashboard_per_client: int = Field(default=600, ge=1)
 
 
 DEV_TOKEN_KEY = "ZGV2LW9ubHktdG9rZW4ta2V5LWRvLW5vdC11c2UhISE="  # b"dev-only-token-key-do-not-use!!!"
