@@ -13,6 +13,8 @@ from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.dashboard import dashboard  # noqa: F401 (the dashboard's browser fixture)
 from tests.support.db import TestDatabases
+from tests.support.webhooks import Receiver
+from vip.config import WebhookConfig
 from vip.devstack.anvil import AnvilNode, start_anvil
 from vip.store.engine import create_engine
 
@@ -75,3 +77,21 @@ async def api(aiohttp_client, database_url: str, engine: AsyncEngine,
     async with checked_api(aiohttp_client, indexer_settings(network), database_url, engine) as harness:
         yield harness
 
+
+@pytest.fixture
+async def hooks(aiohttp_client, database_url: str, engine: AsyncEngine,
+                session_chain: ChainDriver) -> AsyncIterator[ApiHarness]:
+    """The `api` fixture's application with plain-http webhook endpoints allowed (a local receiver), as
+    `vip dev` runs it."""
+    network = local_network(session_chain.node.rpc_url, session_chain.node.chain_id, session_chain.contracts)
+    settings = indexer_settings(network).model_copy(update={"webhooks": WebhookConfig(allow_http=True)})
+    async with checked_api(aiohttp_client, settings, database_url, engine) as harness:
+        yield harness
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A webhook receiver on loopback that records every delivery."""
+    r = await Receiver().start()
+    yield r
+    await r.stop()

@@ -13,32 +13,14 @@ from decimal import Decimal
 import pytest
 from eth_account import Account
 
-from tests.support.api import ApiHarness, checked_api
-from tests.support.chain import indexer_settings, local_network
+from tests.support.api import ApiHarness
 from tests.support.wallets import connect
 from tests.support.webhooks import ManualClock, Receiver
 from vip.clock import WallClock
-from vip.config import WebhookConfig
 from vip.store.outbox import record_event
 from vip.webhooks.worker import DeliveryWorker
 
 CREATED = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-async def hooks(aiohttp_client, database_url, engine, session_chain):
-    """The real app with plain-http endpoints allowed (local development), like `vip dev`."""
-    network = local_network(session_chain.node.rpc_url, session_chain.node.chain_id, session_chain.contracts)
-    settings = indexer_settings(network).model_copy(update={"webhooks": WebhookConfig(allow_http=True)})
-    async with checked_api(aiohttp_client, settings, database_url, engine) as harness:
-        yield harness
-
-
-@pytest.fixture
-async def receiver():
-    r = await Receiver().start()
-    yield r
-    await r.stop()
 
 
 async def call(api: ApiHarness, method: str, path: str, org: str = "acme", scopes=None, **kwargs):

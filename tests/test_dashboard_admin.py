@@ -15,8 +15,6 @@ import re
 import pytest
 from sqlalchemy import func, select
 
-from tests.support.api import checked_api
-from tests.support.chain import indexer_settings, local_network
 from tests.support.dashboard import (
     PASSWORD,
     add_staff,
@@ -24,9 +22,7 @@ from tests.support.dashboard import (
     screenshot,
     serious_accessibility_problems,
 )
-from tests.support.webhooks import Receiver
 from vip.clock import WallClock
-from vip.config import WebhookConfig
 from vip.dashboard.session import COOKIE
 from vip.store.tables import api_keys, audit_log
 from vip.webhooks.worker import DeliveryWorker
@@ -35,25 +31,9 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture
-async def hooks(aiohttp_client, database_url, engine, session_chain):
-    """The real app with plain-http endpoints allowed (a local receiver), like `vip dev`."""
-    network = local_network(session_chain.node.rpc_url, session_chain.node.chain_id, session_chain.contracts)
-    settings = indexer_settings(network).model_copy(update={"webhooks": WebhookConfig(allow_http=True)})
-    async with checked_api(aiohttp_client, settings, database_url, engine) as harness:
-        yield harness
-
-
-@pytest.fixture
 async def browser(hooks):
     async with dashboard_browser(str(hooks.client.make_url("/")), hooks.engine) as session:
         yield session
-
-
-@pytest.fixture
-async def receiver():
-    r = await Receiver().start()
-    yield r
-    await r.stop()
 
 
 async def deliver(api) -> None:

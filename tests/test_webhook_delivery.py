@@ -39,13 +39,6 @@ def spec_signature(secret: str, body: bytes) -> str:
 
 
 @pytest.fixture
-async def receiver():
-    r = await Receiver().start()
-    yield r
-    await r.stop()
-
-
-@pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()
 

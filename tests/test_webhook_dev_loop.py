@@ -58,13 +58,6 @@ async def hooks(aiohttp_client, database_url, engine, session_chain):
         yield harness
 
 
-@pytest.fixture
-async def receiver():
-    r = await Receiver().start()
-    yield r
-    await r.stop()
-
-
 async def call(api: ApiHarness, method: str, path: str, org: str = "acme", **kwargs):
     resp = await api.client.request(method, path, headers=await api.headers(org), **kwargs)
     return resp.status, await resp.json()

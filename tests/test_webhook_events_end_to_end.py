@@ -37,7 +37,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-import pytest
 from sqlalchemy import select
 
 from tests.support.api import ApiHarness
@@ -79,13 +78,6 @@ def spec_signature(secret: str, body: bytes) -> str:
     """The spec's rule, written apart from the service: sha256= + lowercase hex HMAC-SHA256 of the raw
     body, keyed with the endpoint's secret."""
     return "sha256=" + hmac.HMAC(secret.encode("utf-8"), body, digestmod="sha256").hexdigest()
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    r = await Receiver().start()
-    yield r
-    await r.stop()
 
 
 @asynccontextmanager

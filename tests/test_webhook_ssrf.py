@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.webhooks import DEV_CIPHER, ManualClock, Receiver, deliveries, make_endpoint, organisation
+from tests.support.webhooks import DEV_CIPHER, ManualClock, deliveries, make_endpoint, organisation
 from vip.config import WebhookConfig
 from vip.store.outbox import record_event
 from vip.webhooks import events, sender
@@ -76,13 +76,6 @@ class Rebinding(AbstractResolver):
 
     async def close(self) -> None:
         pass
-
-
-@pytest.fixture
-async def receiver():
-    r = await Receiver().start()
-    yield r
-    await r.stop()
 
 
 async def emit(engine: AsyncEngine, org_id: str) -> str:
