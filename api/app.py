@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from vip.accounts import keys
 from vip.api import ratelimit
-from vip.api.context import CLAIMS, CLOCK, ENGINE, HTTP, KEY_CACHE, READINESS, SETTINGS, public
+from vip.api.context import CLAIMS, CLOCK, ENGINE, HTTP, KEY_CACHE, READINESS, RPCS, SETTINGS, public
 from vip.api.jsonio import iso, json_response
 from vip.api.middleware import MAX_BODY_BYTES, ApiRequest, access, idempotency, request_context
 from vip.api.routes import (
@@ -26,6 +26,7 @@ from vip.api.routes import (
     funding_wallets,
     payments,
     platforms,
+    sign_in_domains,
     test_clocks,
     transactions,
     users,
@@ -35,6 +36,7 @@ from vip.api.routes import (
     webhooks,
 )
 from vip.api.routes import dev as dev_routes  # integrators' test clock (local networks only)
+from vip.chain.clients import RpcClients
 from vip.clock import ChainClock, clock_for
 from vip.config import Settings
 from vip.dashboard.app import add_dashboard
@@ -43,7 +45,9 @@ from vip.readiness import CachedReadiness
 from vip.store.engine import create_engine
 
 log = structlog.get_logger(__name__)
+API_RPC_ATTEMPTS = 2
 ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.routes, connections.routes,
+                sign_in_domains.routes,  # where borrowers sign in (Sign-In with Ethereum domains)
                 wallets.routes, transactions.routes, docs.routes,
                 funding_wallets.routes, payments.routes,  # disbursement
                 verification.routes,  # VIP report, risk score
@@ -130,6 +134,9 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
         app[CLAIMS] = create_engine(database_url, pool_size=10, pre_ping=False)
         app[CLOCK] = clock_for(settings)
         app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
+        # A request's chain reads give up after API_RPC_ATTEMPTS tries: a lender waits seconds, not minutes.
+        app[RPCS] = RpcClients(settings.rpc.model_copy(update={
+            "max_attempts": min(settings.rpc.max_attempts, API_RPC_ATTEMPTS)}))
         housekeeping = asyncio.create_task(_prune_rate_limits(app))
         revocations = asyncio.create_task(keys.follow_revocations(app[ENGINE], app[KEY_CACHE]))
         yield
@@ -137,6 +144,7 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
         revocations.cancel()
         await asyncio.gather(housekeeping, revocations, return_exceptions=True)
         await app[HTTP].close()
+        await app[RPCS].close()
         clock = app[CLOCK]
         if isinstance(clock, ChainClock):
             await clock.close()

@@ -6,6 +6,7 @@ from aiohttp import ClientSession, web
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip.accounts.keys import Principal, PrincipalCache
+from vip.chain.clients import RpcClients
 from vip.clock import Clock
 from vip.config import Settings
 from vip.readiness import CachedReadiness
@@ -15,6 +16,7 @@ ENGINE = web.AppKey("engine", AsyncEngine)
 CLAIMS = web.AppKey("claims", AsyncEngine)  # Idempotency-Key claims: a connection held per request
 CLOCK = web.AppKey("clock", Clock)
 HTTP = web.AppKey("http", ClientSession)  # outbound HTTP (platform OAuth and data pulls)
+RPCS = web.AppKey("rpcs", RpcClients)  # one JSON-RPC client per network for the process's chain reads
 KEY_CACHE = web.AppKey("key_cache", PrincipalCache)
 READINESS = web.AppKey("readiness", CachedReadiness)  # the readiness probe's answer, shared for 2 s
 

@@ -235,7 +235,7 @@ def test_an_approval_for_one_organisation_never_pays_another(env: Env, symbol: s
     borrower, intent = new_address(), intent_id()
     approve_disbursement(env, symbol, 10 * LOAN, organisation_id=OTHER_ORG)
     call = disburse_call(env, intent, symbol, borrower, LOAN, organisation_id=ORG)
-    with pytest.raises(TransactionReverted, match="TransferFailed"):
+    with pytest.raises(TransactionReverted, match="TokenReverted"):
         send_transaction(env.w3, call, env.operator_key)
     with pytest.raises(TransactionReverted, match="reverted in block"):
         send_without_estimate(env, call, env.operator_key)
@@ -285,7 +285,7 @@ def test_replayed_intent_is_refused_and_moves_nothing(env: Env, symbol: str) -> 
 def test_insufficient_allowance_reverts_and_moves_nothing(env: Env, symbol: str) -> None:
     borrower, intent = new_address(), intent_id()
     approve_disbursement(env, symbol, LOAN - 1)
-    with pytest.raises(TransactionReverted, match="TransferFailed"):
+    with pytest.raises(TransactionReverted, match="TokenReverted"):
         send_transaction(env.w3, disburse_call(env, intent, symbol, borrower, LOAN), env.operator_key)
     with pytest.raises(TransactionReverted, match="reverted in block"):
         send_without_estimate(env, disburse_call(env, intent, symbol, borrower, LOAN), env.operator_key)
@@ -312,7 +312,7 @@ def test_invalid_arguments_and_codeless_token_are_refused(env: Env) -> None:
         with pytest.raises(TransactionReverted, match="InvalidArgument"):
             send_transaction(env.w3, call, env.operator_key)
     # An address without code would make a low-level call "succeed" without moving anything.
-    with pytest.raises(TransactionReverted, match="TransferFailed"):
+    with pytest.raises(TransactionReverted, match="TokenHasNoCode"):
         send_transaction(
             env.w3,
             d.functions.disburse(org, intent_id(), new_address(), treasury, borrower, LOAN),

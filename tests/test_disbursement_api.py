@@ -73,6 +73,10 @@ async def test_bad_intents_are_refused_and_change_nothing(pay_api, session_chain
         change = {"recipient_wallet": "0x" + who.wallet[2:].swapcase()}
     if change.get("funding_wallet") == "unregistered":
         change = {"funding_wallet": session_chain.contracts.sprayer}
+    if "funding_wallet" in change and change["funding_wallet"] is None:
+        # The registration made it the default; an organisation without one is what this case is about.
+        async with pay_api.engine.begin() as conn:
+            await conn.execute(organisations.update().values(default_funding_wallet=None))
     body.update(change)
     body = {k: v for k, v in body.items() if v is not None}
     resp = await post_json(pay_api, "/v1/payment-intents", body)
@@ -171,7 +175,11 @@ async def test_allowance_revoked_after_confirmation_fails_the_charge(pay_api, se
                                                     "approval_tx_hash": approval_tx})
     assert resp.status == 201, await resp.text()
     charge = (await resp.json())["charge"]
-    assert charge["status"] == "failed" and charge["failure_code"] == "ERR_DISBURSEMENT_REJECTED"
+    # The token's own reason, kept by the contract, names the cause: the allowance, not a vague refusal.
+    assert charge["status"] == "failed" and charge["failure_code"] == "ERR_INSUFFICIENT_ALLOWANCE"
+    assert "allowance to the spender" in charge["failure_message"]
+    assert "InsufficientAllowance()" in charge["failure_message"]
+    assert "nothing was sent" in charge["failure_message"]
     assert charge["disbursement_tx_hash"] is None
     assert balance(chain, "USDC", who.wallet) == before
     got = await pay_api.client.get(f"/v1/payment-intents/{intent['id']}", headers=await pay_api.headers())

@@ -95,7 +95,7 @@ async def assert_operator_cannot_pull(api: ApiHarness, chain, funding: str, to: 
     reverts at estimation and, forced on chain, reverts there too."""
     call = operator_disburse(chain, await organisation_id(api, A), b"\x42" * 32, funding, to, amount)
     operator_key = chain.node.private_keys[1]
-    with pytest.raises(TransactionReverted, match="TransferFailed"):
+    with pytest.raises(TransactionReverted, match="TokenReverted"):
         send_transaction(chain.w3, call, operator_key)
     forced = call.build_transaction({"from": to_checksum_address(chain.accounts[1]), "gas": 400_000})
     with pytest.raises(TransactionReverted) as reverted:
@@ -167,7 +167,8 @@ async def test_a_cannot_name_register_or_spend_bs_treasury(pay_api, session_chai
                                                     "approval_tx_hash": approval_tx}, A)
     assert resp.status == 201, await resp.text()
     charge = (await resp.json())["charge"]
-    assert charge["status"] == "failed" and charge["failure_code"] == "ERR_DISBURSEMENT_REJECTED"
+    # The token refuses: A's spender has no allowance of B's treasury, and the failure says so.
+    assert charge["status"] == "failed" and charge["failure_code"] == "ERR_INSUFFICIENT_ALLOWANCE"
     await assert_operator_cannot_pull(pay_api, chain, treasury_b, a_borrower.wallet, 50_000_000)
     assert balance(chain, USDC, treasury_b) == before  # B's treasury keeps every unit
     assert balance(chain, USDC, a_borrower.wallet) == 0

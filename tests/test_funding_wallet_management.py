@@ -69,19 +69,23 @@ async def test_the_default_funding_wallet_pays_intents_that_name_none(pay_api, s
     first, second = lender(chain, 3), lender(chain, 4)
     for wallet in (first, second):
         assert (await register_funding_wallet(pay_api, wallet)).status == 201
-    assert await listed(pay_api) == {first: False, second: False}
-
-    resp = await put_default(pay_api, first.lower())  # any letter case in the path
-    assert resp.status == 200, await resp.text()
-    assert (await resp.json())["funding_wallet"] == {**(await resp.json())["funding_wallet"],
-                                                     "address": first, "default": True}
+    # The first one registered became the default: the spec's body works right after onboarding.
     assert await listed(pay_api) == {first: True, second: False}
     resp = await post_json(pay_api, "/v1/payment-intents", spec_body)
     assert resp.status == 201, await resp.text()
     assert (await resp.json())["payment_intent"]["funding_wallet"] == first
-    # A wallet named in the body still wins over the default.
-    resp = await post_json(pay_api, "/v1/payment-intents", {**spec_body, "funding_wallet": second})
+
+    resp = await put_default(pay_api, second.lower())  # any letter case in the path
+    assert resp.status == 200, await resp.text()
+    assert (await resp.json())["funding_wallet"] == {**(await resp.json())["funding_wallet"],
+                                                     "address": second, "default": True}
+    assert await listed(pay_api) == {first: False, second: True}
+    resp = await post_json(pay_api, "/v1/payment-intents", spec_body)
+    assert resp.status == 201, await resp.text()
     assert (await resp.json())["payment_intent"]["funding_wallet"] == second
+    # A wallet named in the body still wins over the default.
+    resp = await post_json(pay_api, "/v1/payment-intents", {**spec_body, "funding_wallet": first})
+    assert (await resp.json())["payment_intent"]["funding_wallet"] == first
 
     # Only a wallet registered to this organisation can be its default: another's, an unknown one, a
     # malformed address are refused and change nothing.
@@ -90,15 +94,15 @@ async def test_the_default_funding_wallet_pays_intents_that_name_none(pay_api, s
     for address, status in ((other, 404), ("0x" + "12" * 20, 404), ("0x1234", 400)):
         resp = await put_default(pay_api, address)
         assert resp.status == status, await resp.text()
-    assert await listed(pay_api) == {first: True, second: False}
+    assert await listed(pay_api) == {first: False, second: True}
 
     # The CLI sets it too, and lists it marked.
-    out = vip("default", second, "--org", "acme", database_url=database_url).stdout
-    assert out.strip() == f"default funding wallet of acme: {second}"
+    out = vip("default", first, "--org", "acme", database_url=database_url).stdout
+    assert out.strip() == f"default funding wallet of acme: {first}"
     lines = vip("list", "--org", "acme", database_url=database_url).stdout.splitlines()
-    assert sorted(line[:44] for line in lines) == [f"  {first}", f"* {second}"], lines
+    assert sorted(line[:44] for line in lines) == [f"  {second}", f"* {first}"], lines
     resp = await post_json(pay_api, "/v1/payment-intents", spec_body)
-    assert (await resp.json())["payment_intent"]["funding_wallet"] == second
+    assert (await resp.json())["payment_intent"]["funding_wallet"] == first
     err = vip("default", other, "--org", "acme", database_url=database_url, expect=1).stderr
     assert err.startswith("ERR_NOT_FOUND")
     vip("default", "0xnope", "--org", "acme", database_url=database_url, expect=2)
@@ -109,8 +113,8 @@ async def test_a_funding_wallet_is_removed_only_once_no_open_intent_names_it(pay
     chain = session_chain
     who = await borrower(pay_api)
     funding = lender(chain, 6)
-    intent = await create_intent(pay_api, who, funding, "5")  # registers it first
-    assert (await put_default(pay_api, funding)).status == 200
+    intent = await create_intent(pay_api, who, funding, "5")  # registers it first: the default
+    assert await listed(pay_api) == {funding: True}
 
     async def refused(expected_ids: list[str]) -> None:
         resp = await delete_wallet(pay_api, funding)

@@ -284,6 +284,6 @@ async def test_disbursement_events_reach_the_lender(aiohttp_client, chain: Chain
     assert objects["charge.succeeded"] == [charges["paid"]]
     assert charges["paid"]["status"] == "succeeded" and charges["paid"]["amount_usd"] == Decimal("250.5")
     assert objects["charge.failed"] == [charges["refused"]]
-    assert charges["refused"]["failure_code"] == "ERR_DISBURSEMENT_REJECTED"
+    assert charges["refused"]["failure_code"] == "ERR_INSUFFICIENT_ALLOWANCE"  # revoked after confirmation
     assert_documented(objects)
 

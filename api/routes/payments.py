@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from aiohttp import web
 from pydantic import Field, WithJsonSchema, field_validator
 
-from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
+from vip.api.context import CLOCK, ENGINE, RPCS, SETTINGS, principal, requires
 from vip.api.jsonio import json_response
 from vip.api.validation import Body, read_body
 from vip.formats import address_in
@@ -91,7 +91,7 @@ class CreateCharge(Body):
 async def create_payment_intent(request: web.Request) -> web.Response:
     body = await read_body(request, CreatePaymentIntent)
     intent = await service.create_intent(
-        request.app[ENGINE], request.app[CLOCK], request.app[SETTINGS],
+        request.app[ENGINE], request.app[CLOCK], request.app[SETTINGS], request.app[RPCS],
         organisation_id=principal(request).organisation_id, request=service.IntentRequest(
             user_id=body.user_id, amount_usd=body.amount_usd, token=body.token, network=body.network,
             recipient_wallet=body.recipient_wallet, funding_wallet=body.funding_wallet,
@@ -112,7 +112,7 @@ async def get_payment_intent(request: web.Request) -> web.Response:
 async def create_charge(request: web.Request) -> web.Response:
     body = await read_body(request, CreateCharge)
     charge, intent = await service.create_charge(
-        request.app[ENGINE], request.app[CLOCK], request.app[SETTINGS],
+        request.app[ENGINE], request.app[CLOCK], request.app[SETTINGS], request.app[RPCS],
         organisation_id=principal(request).organisation_id, intent_id=body.payment_intent_id,
         approval_tx_hash=body.approval_tx_hash)
     status = 202 if charge.status == CHARGE_PENDING else 201

@@ -43,9 +43,12 @@ async def wallet_nonce(request: web.Request) -> web.Response:
     if not 1 <= len(user_id) <= 100:
         raise ValidationFailed("the X-User-Id header is required",
                                {"X-User-Id": "required, 1 to 100 characters"})
-    nonce = await wallet_signin.issue_nonce(request.app[ENGINE], principal(request).organisation_id, user_id)
+    nonce = await wallet_signin.issue_nonce(request.app[ENGINE], request.app[SETTINGS],
+                                            principal(request).organisation_id, user_id)
+    # `sign_in_domains`: the domains (and URI prefixes under them) a message with this nonce may name.
     return json_response({"nonce": nonce.value, "issued_at": iso(nonce.issued_at),
-                          "expires_at": iso(nonce.expires_at), "statement": siwe.STATEMENT})
+                          "expires_at": iso(nonce.expires_at), "statement": siwe.STATEMENT,
+                          "sign_in_domains": [site.json() for site in nonce.sites]})
 
 
 @routes.post("/v1/connect/wallet")

@@ -12,7 +12,9 @@ import {safeTransferFrom} from "./SafeTokenCall.sol";
 /// the organisation and pulls through that organisation's spender only, so the token's own allowance
 /// check refuses to move a treasury that approved another organisation's spender: an approval given for
 /// one organisation cannot pay another's intent, whatever the service's database says.
-/// Token failures revert with the file-level TransferFailed() error from SafeTokenCall.sol.
+/// Token failures revert with the file-level errors of SafeTokenCall.sol (TokenReverted keeps the token's own
+/// revert data, so the service can tell a lender whether the recipient is blacklisted, the token paused,
+/// or the treasury short of balance or allowance).
 contract Disbursement {
     address public owner;
     address public operator;

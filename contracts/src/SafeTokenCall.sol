@@ -6,15 +6,22 @@ interface ITransferFrom {
     function transferFrom(address from, address to, uint256 amount) external returns (bool);
 }
 
-error TransferFailed();
+/// @notice The token's transferFrom reverted. `reason` is the token's own revert data, verbatim: an
+/// Error(string) such as USDC's "Blacklistable: account is blacklisted" or "Pausable: paused", a custom
+/// error, or nothing (USDT's bare `require`). Kept so that the caller can tell a lender why.
+error TokenReverted(address token, bytes reason);
+/// @notice The token's transferFrom returned something other than nothing or true (false, short or
+/// garbage return data): it did not move the tokens.
+error TokenRefused(address token, bytes returned);
+/// @notice There is no contract at the token address (a call to it would succeed and move nothing).
+error TokenHasNoCode(address token);
 
 /// @notice transferFrom that works with tokens returning bool and with tokens returning nothing.
 /// @dev A low-level call to an address without code succeeds silently, so code is required first.
-/// Return data must be empty (USDT style) or ABI-decode to true; anything else (false, short or garbage
-/// return data) is a failure.
+/// Return data must be empty (USDT style) or ABI-decode to true; anything else is a failure.
 function safeTransferFrom(address token, address from, address to, uint256 amount) {
-    if (token.code.length == 0) revert TransferFailed();
+    if (token.code.length == 0) revert TokenHasNoCode(token);
     (bool ok, bytes memory ret) = token.call(abi.encodeCall(ITransferFrom.transferFrom, (from, to, amount)));
-    if (!ok) revert TransferFailed();
-    if (ret.length != 0 && (ret.length < 32 || abi.decode(ret, (uint256)) != 1)) revert TransferFailed();
+    if (!ok) revert TokenReverted(token, ret);
+    if (ret.length != 0 && (ret.length < 32 || abi.decode(ret, (uint256)) != 1)) revert TokenRefused(token, ret);
 }

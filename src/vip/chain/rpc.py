@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import string
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -28,7 +29,8 @@ T = TypeVar("T")
 
 
 class RpcError(Exception):
-    """An RPC call failed."""
+    """An RPC call failed. `data` is the error's `data` when it is hex: the revert data of a call or an
+    estimate that reverted (the contract's custom error, or an Error(string))."""
 
     kind = "error"
 
@@ -36,6 +38,7 @@ class RpcError(Exception):
         super().__init__(f"{method}: {message}")
         self.method = method
         self.message = message
+        self.data: str | None = None
 
 
 class TransientRpcError(RpcError):
@@ -83,6 +86,13 @@ class RpcCallError(RpcError):
     kind = "call_error"
 
 
+class RevertedError(RpcCallError):
+    """The call or estimate reverted in the EVM (JSON-RPC code 3, "execution reverted"): the same call on
+    the same state reverts again, so it is never retried; `data` holds the revert data."""
+
+    kind = "reverted"
+
+
 _ids = itertools.count(1)
 
 
@@ -96,7 +106,24 @@ def _retry_after_s(value: str | None) -> float | None:
 _RATE_LIMIT_MARKERS = ("rate limit", "too many requests", "compute units", "capacity", "throttl")
 
 
+def _revert_data(error: dict[str, Any]) -> str | None:
+    """The revert data of an error reply: `data` as a hex string (geth, Anvil), or nested as
+    `data.data` (some providers)."""
+    data = error.get("data")
+    if isinstance(data, dict):
+        data = data.get("data")
+    if isinstance(data, str) and data.startswith("0x") and all(c in string.hexdigits for c in data[2:]):
+        return data.lower()
+    return None
+
+
 def _classify(method: str, params: list[Any], error: dict[str, Any]) -> RpcError:
+    classified = _classified(method, params, error)
+    classified.data = _revert_data(error)
+    return classified
+
+
+def _classified(method: str, params: list[Any], error: dict[str, Any]) -> RpcError:
     message = str(error.get("message", error))
     code = error.get("code")
     lowered = message.lower()
@@ -112,6 +139,8 @@ def _classify(method: str, params: list[Any], error: dict[str, Any]) -> RpcError
                                   block_range_cap(message))
     if code in (-32600, -32601, -32602):
         return RpcCallError(method, message)
+    if code == 3 or lowered.startswith("execution reverted"):
+        return RevertedError(method, message)
     return TransientRpcError(method, message)
 
 

@@ -7,7 +7,6 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from sqlalchemy import Row, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -17,6 +16,7 @@ from vip.clock import Clock
 from vip.config import NetworkConfig, Settings
 from vip.connections import store
 from vip.connections.resource import connection_json
+from vip.connections.sign_in_domains import SignInSite, accepted_sites
 from vip.connections.siwe import parse_message, refused, verify_message
 from vip.errors import ValidationFailed
 from vip.formats import iso
@@ -39,6 +39,7 @@ class Nonce:
     value: str
     issued_at: datetime
     expires_at: datetime
+    sites: list[SignInSite]  # where a message with it may be signed (its domain and URI)
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class SignIn:
     provider: str
 
 
-async def issue_nonce(engine: AsyncEngine, organisation_id: str, user_id: str) -> Nonce:
+async def issue_nonce(engine: AsyncEngine, settings: Settings, organisation_id: str, user_id: str) -> Nonce:
     """A new single-use nonce for the user's next sign-in (expired ones past retention are pruned).
 
     A sign-in happens in the signer's world, not the chain's: `issued_at`, the nonce's lifetime and the
@@ -69,7 +70,8 @@ async def issue_nonce(engine: AsyncEngine, organisation_id: str, user_id: str) -
         await conn.execute(wallet_nonces.insert().values(
             nonce=nonce, organisation_id=organisation_id, user_id=user_id, issued_at=now,
             expires_at=now + NONCE_TTL))
-    return Nonce(nonce, now, now + NONCE_TTL)
+        sites = await accepted_sites(conn, settings, organisation_id)
+    return Nonce(nonce, now, now + NONCE_TTL, sites)
 
 
 async def _use_nonce(conn: AsyncConnection, nonce: str, org: str, user_id: str, now: datetime) -> None:
@@ -105,11 +107,12 @@ async def connect_wallet(engine: AsyncEngine, clock: Clock, settings: Settings, 
     message = parse_message(sign_in.message)
     now = await clock.now()
     signed = wall_clock_now()  # the message's times and the nonce's lifetime: the signer's clock
-    base = urlsplit(settings.api.public_base_url)
+    async with engine.connect() as conn:
+        sites = await accepted_sites(conn, settings, organisation_id)
     # Signature checks may call the RPC: done before the transaction, which then stays short.
-    await verify_message(message, sign_in.signature, address=sign_in.address,
-                         domain=base.netloc.rsplit("@")[-1], scheme=base.scheme, chain_id=network.chain_id,
-                         now=signed, rpc_url=network.rpc_url, rpc_timeout_s=settings.rpc.timeout_s)
+    await verify_message(message, sign_in.signature, address=sign_in.address, sites=sites,
+                         chain_id=network.chain_id, now=signed, rpc_url=network.rpc_url,
+                         rpc_timeout_s=settings.rpc.timeout_s)
     async with engine.begin() as conn:
         # The nonce is spent by any successful sign-in, a reconnect included, so it can never be replayed.
         await _use_nonce(conn, message.nonce, organisation_id, sign_in.user_id, signed)

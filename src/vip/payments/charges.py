@@ -14,11 +14,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip import metrics
 from vip.chain.contracts import organisation_key
+from vip.chain.reverts import decode_revert
 from vip.chain.rpc import RpcClient, RpcError
+from vip.chain.token_reads import TokenState, token_state
 from vip.clock import Clock
 from vip.config import Settings
 from vip.indexer.store import final_block
-from vip.payments import store
+from vip.payments import failures, ledger, store
 from vip.payments.disburser import Attempt, Disburser, DisburseRejected, Payout
 
 log = structlog.get_logger(__name__)
@@ -77,12 +79,20 @@ class ChargeExecutor:
         except DisburseRejected as exc:
             if exc.already_disbursed:
                 await self._settle_from_log(disburser, charge, payout)
-            else:
-                bound.warning("disbursement rejected before sending", reason=exc.message[:300])
-                await self._finish(charge, succeeded=False, tx_hash=None,
-                                   failure_code="ERR_DISBURSEMENT_REJECTED",
-                                   failure_message=f"the disbursement contract refused the call: "
-                                                   f"{exc.message[:300]}")
+                return
+            state = await self._token_state(disburser, intent, "latest")
+            failure = failures.explain(decode_revert(exc.data), state, self._pull(intent), failures.Sending())
+            if (failure.code == failures.INSUFFICIENT_ALLOWANCE
+                    and await self._reset_in_progress(intent, state)):
+                # The treasury sent USDT's approve(0) of a newer intent's instructions and its raising
+                # approve is not mined yet: the charge waits for it rather than failing (docs/disbursement.md,
+                # "USDT's reset"), until that intent stops waiting.
+                bound.info("charge held: the funding wallet's allowance is being reset for a new approval")
+                return
+            bound.warning("disbursement rejected before sending", failure_code=failure.code,
+                          reason=exc.message[:300])
+            await self._finish(charge, succeeded=False, tx_hash=None, failure_code=failure.code,
+                               failure_message=failure.message)
             return
         deadline = time.monotonic() + wait_s
         while True:
@@ -173,10 +183,15 @@ class ChargeExecutor:
             elif await disburser.is_disbursed(payout.chain_intent_id):
                 await self._settle_from_log(disburser, charge, payout)  # another attempt paid it
             else:
+                async with self.engine.connect() as conn:
+                    intent = await store.load_intent(conn, charge.payment_intent_id)
+                # Replayed on the state after its block, where a pause or a blacklist that stopped it holds.
+                revert = decode_revert(await disburser.revert_data(payout, mined.block_number))
+                state = await self._token_state(disburser, intent, mined.block_number)
+                failure = failures.explain(revert, state, self._pull(intent),
+                                           failures.Sending(mined.tx_hash, mined.block_number))
                 await self._finish(charge, succeeded=False, tx_hash=mined.tx_hash,
-                                   failure_code="ERR_DISBURSEMENT_REVERTED",
-                                   failure_message=f"the disbursement transaction reverted in block "
-                                                   f"{mined.block_number} (allowance or balance too low?)")
+                                   failure_code=failure.code, failure_message=failure.message)
             return True
         return False
 
@@ -201,6 +216,32 @@ class ChargeExecutor:
             return min(sent)
         approval = await disburser.mined(charge.approval_tx_hash)
         return approval.block_number if approval else disburser.network.start_block
+
+    def _pull(self, intent) -> failures.Pull:
+        decimals = self.settings.network(intent.network).tokens[intent.token].decimals
+        return failures.Pull(intent.token, decimals, intent.funding_wallet, intent.recipient_wallet,
+                             intent.contract_address, int(intent.amount))
+
+    @staticmethod
+    async def _token_state(disburser: Disburser, intent, block: int | str) -> TokenState | None:
+        """The token's switches and the treasury's balance and allowance at `block`, or None when the
+        node does not answer (the failure is then told from the revert data alone)."""
+        try:
+            return await token_state(disburser.rpc, intent.token_address, intent.funding_wallet,
+                                     intent.contract_address, intent.recipient_wallet, block)
+        except RpcError as exc:
+            log.warning("token state unreadable; the failure is told from the revert alone",
+                        network=intent.network, payment_intent_id=intent.id, error=exc.message[:200])
+            return None
+
+    async def _reset_in_progress(self, intent, state: TokenState | None) -> bool:
+        """The allowance is exactly 0 while a newer intent of the same funding wallet, token and spender
+        whose instructions begin with approve(0) still waits for its approval: a USDT reset under way."""
+        if state is None or state.allowance != 0:
+            return False
+        async with self.engine.connect() as conn:
+            return await ledger.reset_awaited(conn, ledger.allowance_of(intent), intent.id,
+                                              await self.clock.now())
 
     async def _finish(self, charge, *, succeeded: bool, tx_hash: str | None,
                       executed_at: datetime | None = None, failure_code: str | None = None,

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import structlog
-from eth_abi import decode, encode
+from eth_abi import encode
 from eth_account.signers.local import LocalAccount
 from eth_utils import function_signature_to_4byte_selector, to_checksum_address
 from sqlalchemy import func, select, update
@@ -24,7 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip.chain.contracts import DISBURSED_TOPIC
 from vip.chain.fees import Fees, bumped, fees_for
-from vip.chain.rpc import RpcClient, RpcError
+from vip.chain.reverts import decode_revert
+from vip.chain.rpc import RevertedError, RpcClient, RpcError
 from vip.config import DisbursementConfig, NetworkConfig
 from vip.payments.rules import TX_EXTERNAL
 from vip.store.tables import charges, disbursement_transactions, operator_nonces
@@ -34,7 +35,6 @@ log = structlog.get_logger(__name__)
 DISBURSE_SELECTOR = function_signature_to_4byte_selector(
     "disburse(bytes32,bytes32,address,address,address,uint256)")
 DISBURSED_SELECTOR = function_signature_to_4byte_selector("disbursed(bytes32)")
-ALLOWANCE_SELECTOR = function_signature_to_4byte_selector("allowance(address,address)")
 GAS_HEADROOM_PERCENT = 25  # estimates are exact for the state they ran on; leave room for drift
 GWEI = 10**9
 _ALREADY_SENT = ("already known", "already imported", "known transaction", "nonce too low",
@@ -42,12 +42,15 @@ _ALREADY_SENT = ("already known", "already imported", "known transaction", "nonc
 
 
 class DisburseRejected(Exception):
-    """The node refused the call before anything was sent (a revert in estimation, say)."""
+    """The node refused the call before anything was sent (a revert in estimation, say); `data` is the
+    revert data when the node gave it (decoded by vip.chain.reverts)."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, data: str | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.already_disbursed = "AlreadyDisbursed" in message or "0x9dca1fad" in message
+        self.data = data
+        self.already_disbursed = (decode_revert(data).error == "AlreadyDisbursed" if data
+                                  else "AlreadyDisbursed" in message or "0x9dca1fad" in message)
 
 
 @dataclass(frozen=True)
@@ -177,10 +180,22 @@ class Disburser:
                 "from": self.operator.address, "to": self.contract, "data": self._calldata(payout)}],
                 max_attempts=1)
         except RpcError as exc:
-            if "revert" in exc.message.lower():
-                raise DisburseRejected(exc.message) from exc
+            if isinstance(exc, RevertedError) or "revert" in exc.message.lower():
+                raise DisburseRejected(exc.message, exc.data) from exc
             raise
         return int(gas, 16) * (100 + GAS_HEADROOM_PERCENT) // 100
+
+    async def revert_data(self, payout: Payout, block: int) -> str | None:
+        """The revert data of the payout's call replayed on the state after `block` (where a reverted
+        transaction of it was mined, so its cause, a pause or a blacklist, still holds), or None."""
+        try:
+            await self.rpc.call("eth_call", [{"from": self.operator.address, "to": self.contract,
+                                              "data": self._calldata(payout)}, hex(block)], max_attempts=2)
+        except RevertedError as exc:
+            return exc.data
+        except RpcError:
+            return None
+        return None
 
     async def sign_new(self, payout: Payout) -> Attempt:
         """Estimate, take the next nonce and sign; the signed transaction is recorded (status `signed`)
@@ -298,10 +313,3 @@ async def _held_nonces(conn, network: str, sender: str, from_nonce: int) -> set[
         dt.c.network == network, dt.c.sender == sender, dt.c.nonce >= from_nonce,
         (dt.c.status == "mined") | live)))
 
-
-async def allowance_at(rpc: RpcClient, token: str, owner: str, spender: str, block: int | str) -> int:
-    data = "0x" + (ALLOWANCE_SELECTOR + encode(["address", "address"], [
-        to_checksum_address(owner), to_checksum_address(spender)])).hex()
-    tag = hex(block) if isinstance(block, int) else block
-    result = await rpc.call("eth_call", [{"to": to_checksum_address(token), "data": data}, tag])
-    return decode(["uint256"], bytes.fromhex(result[2:]))[0]

@@ -6,9 +6,10 @@ recovered; any other signature is checked with the wallet's ERC-1271 `isValidSig
 nonce names, so contract wallets (multisigs, smart accounts) register the same way. An address belongs to
 at most one organisation (the table's primary key), whoever asks first with a valid proof.
 
-An organisation may name one of its registered funding wallets as its default (used by an intent that
-names none) and remove one no open intent of its own names; the wallet's row lock orders a removal
-against the intents being created with it (`lock_funding_wallet`).
+An organisation's first registered funding wallet becomes its default (used by an intent that names
+none); it may name another of its registered funding wallets as its default, and remove one no open
+intent of its own names; the wallet's row lock orders a removal against the intents being created with
+it (`lock_funding_wallet`).
 """
 
 from __future__ import annotations
@@ -121,7 +122,14 @@ async def register(engine: AsyncEngine, clock: Clock, settings: Settings, *, org
             address=address, organisation_id=organisation_id, network=challenge.network, kind=kind,
             registered_at=now).on_conflict_do_nothing().returning(*funding_wallets.c))).first()
         if inserted is not None:
-            log.info("funding wallet registered", organisation_id=organisation_id, address=address, kind=kind)
+            # The organisation's first funding wallet becomes its default, so the spec's intent body (no
+            # funding_wallet) works right after onboarding. Atomic: of two first registrations racing, the
+            # row lock lets one set it and the other see it set.
+            made_default = await conn.scalar(update(organisations).where(
+                organisations.c.id == organisation_id, organisations.c.default_funding_wallet.is_(None),
+            ).values(default_funding_wallet=address).returning(organisations.c.id))
+            log.info("funding wallet registered", organisation_id=organisation_id, address=address, kind=kind,
+                     default=made_default is not None)
             return inserted, True
         existing = (await conn.execute(select(funding_wallets).where(
             funding_wallets.c.address == address))).one()

@@ -26,6 +26,10 @@ APPROVAL_CONFIRMED = "approval_confirmed"
 EXPIRED = "expired"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
+# How a confirmed intent is covered (`approval_coverage`): by an Approval mined after it was created, or by
+# an allowance that stood before it (decision 215).
+COVERED_BY_APPROVAL = "approval"
+COVERED_BY_STANDING = "standing_allowance"
 # Charge statuses.
 CHARGE_PENDING = "pending"
 # Disbursement transaction statuses that paid the charge on the chain as last seen (ours, or one we did not
@@ -103,6 +107,14 @@ def of_organisation(waiting: Sequence[Reservation], spender: str,
     """The waiting intents an Approval to `spender` may confirm: only those of the organisation whose
     spender it is, whatever else the rows say."""
     return [r for r in waiting if spender_of_organisation(r.organisation_id).lower() == spender.lower()]
+
+
+def unspent(approved_final: int, approved_now: int, reserved: int, consumed_unfinal: int) -> int:
+    """What an allowance can still cover (the allowance ledger, vip.payments.ledger): the allowance at the
+    final block less what confirmed intents hold and what charges mined above that block pulled; and no
+    more than the allowance now less what confirmed intents hold, so that a lowering (a revocation, the
+    approve(0) of a USDT reset) counts at once while a raising counts only once final. Never negative."""
+    return max(0, min(approved_final - reserved - consumed_unfinal, approved_now - reserved))
 
 
 def confirmable(allowance: int, reserved: int, waiting: Sequence[Reservation]) -> list[str]:

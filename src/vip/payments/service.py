@@ -35,15 +35,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vip.accounts.users import load_user
+from vip.chain.clients import RpcClients
 from vip.chain.contracts import spender_of
-from vip.chain.rpc import RpcClient, RpcError
+from vip.chain.rpc import RpcError
+from vip.chain.token_reads import allowance_at, mined_approval
 from vip.clock import Clock
 from vip.config import NetworkConfig, Settings
 from vip.errors import ApiError, Conflict, NotFound, Unprocessable
 from vip.ids import new_id
 from vip.indexer.store import add_watched_address
-from vip.payments import rules, store
-from vip.payments.disburser import allowance_at
+from vip.payments import ledger, rules, store
 
 log = structlog.get_logger(__name__)
 
@@ -65,57 +66,79 @@ class IntentRequest:
     metadata: dict[str, Any]
 
 
-async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, *, organisation_id: str,
-                        request: IntentRequest) -> Row[Any]:
-    """A new intent waiting for its approval; the network's approvals are indexed from now on."""
+async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, rpcs: RpcClients, *,
+                        organisation_id: str, request: IntentRequest) -> Row[Any]:
+    """A new intent waiting for its approval; the network's approvals are indexed from now on.
+
+    Its approval instructions ask for the total allowance the funding wallet must give the spender: every
+    open intent of the same wallet, token and spender, plus this one (vip.payments.ledger), so that
+    following them never lowers another intent's cover. The node is asked first (USDT: is the allowance
+    zero now?), then the transaction locks the wallet and the allowance and checks everything again."""
     network = rules.disbursement_network(settings, request.network, request.token)
     rules.check_amount(request.amount_usd, settings.disbursement.max_amount_usd)
     token = network.tokens[request.token]
     amount = rules.usd_to_base_units(request.amount_usd, token.decimals)
     now = await clock.now()
     recipient = request.recipient_wallet.lower()
-    async with engine.begin() as conn:
+    async with engine.connect() as conn:
         await load_user(conn, organisation_id, request.user_id)
-        funding = request.funding_wallet or await store.default_funding_wallet(conn, organisation_id)
-        if not funding:
-            raise Unprocessable("no funding_wallet given and the organisation has no default one",
-                                {"funding_wallet": "required"}, code="ERR_MISSING_FUNDING_WALLET")
-        funding = funding.lower()
-        rules.check_funding_wallet(await store.funding_wallet(conn, funding), organisation_id, network.name,
-                                   to_checksum_address(funding))
-        if not await store.is_connected_wallet(conn, request.user_id, network.name, recipient):
-            raise Unprocessable("recipient_wallet is not an active connected wallet of this user on "
-                                f"{network.name}", {"recipient_wallet": request.recipient_wallet},
-                                code="ERR_RECIPIENT_NOT_CONNECTED")
-        # The organisation's own spender (see contracts/src/Disbursement.sol): the funding wallet approves
-        # it, and the contract pulls this organisation's intents through it only. Watching it indexes
-        # the approvals given for this organisation.
-        contract = spender_of(network.disbursement_contract, organisation_id).lower()  # type: ignore[arg-type]
+        default = None if request.funding_wallet else await store.default_funding_wallet(conn,
+                                                                                          organisation_id)
+        funding = (request.funding_wallet or default or "").lower()
+        if funding:
+            await _check_intent_parties(conn, organisation_id, network, request, funding, recipient)
+    if not funding:
+        raise Unprocessable("no funding_wallet given and the organisation has no default one",
+                            {"funding_wallet": "required"}, code="ERR_MISSING_FUNDING_WALLET")
+    # The organisation's own spender (see contracts/src/Disbursement.sol): the funding wallet approves it,
+    # and the contract pulls this organisation's intents through it only.
+    contract = spender_of(network.disbursement_contract, organisation_id).lower()  # type: ignore[arg-type]
+    reset = (request.token == "USDT"
+             and await _allowance_not_zero(rpcs, network, token.address, funding, contract))
+    allowance = rules.Allowance(network.name, token.address.lower(), funding, contract)
+    async with engine.begin() as conn:
+        # Checked again under the wallet's share lock (a removal waits for this transaction).
+        await load_user(conn, organisation_id, request.user_id)
+        await _check_intent_parties(conn, organisation_id, network, request, funding, recipient)
+        # Watching the spender indexes the approvals given for this organisation.
         await add_watched_address(conn, network.name, contract, "spender",
                                   start_time=now - rules.APPROVAL_LOOKBACK)
-        reset = request.token == "USDT" and await _allowance_not_zero(settings, network, token.address,
-                                                                      funding, contract)
+        # Under the allowance's lock, so two intents created together each count the other.
+        await ledger.lock(conn, allowance)
+        total = amount + await ledger.open_total(conn, allowance, now)
         return await store.create_intent(conn, {
             "id": new_id("pi"), "organisation_id": organisation_id, "user_id": request.user_id,
             "amount_usd": request.amount_usd, "amount": amount, "token": request.token,
-            "token_address": token.address.lower(),
+            "token_address": allowance.token,
             "network": network.name, "recipient_wallet": recipient, "funding_wallet": funding,
             "contract_address": contract, "metadata": request.metadata,
             "expires_at": now + timedelta(seconds=settings.disbursement.intent_ttl_s),
-            "approval_reset_required": reset,
+            "approval_reset_required": reset, "approval_amount": total,
         }, now)
 
 
-async def _allowance_not_zero(settings: Settings, network: NetworkConfig, token: str, owner: str,
+async def _check_intent_parties(conn: AsyncConnection, organisation_id: str, network: NetworkConfig,
+                                request: IntentRequest, funding: str, recipient: str) -> None:
+    """The funding wallet is registered to the organisation (share-locked until the transaction ends) and
+    the recipient is an active connected wallet of the user on the network."""
+    rules.check_funding_wallet(await store.funding_wallet(conn, funding), organisation_id, network.name,
+                               to_checksum_address(funding))
+    if not await store.is_connected_wallet(conn, request.user_id, network.name, recipient):
+        raise Unprocessable("recipient_wallet is not an active connected wallet of this user on "
+                            f"{network.name}", {"recipient_wallet": request.recipient_wallet},
+                            code="ERR_RECIPIENT_NOT_CONNECTED")
+
+
+async def _allowance_not_zero(rpcs: RpcClients, network: NetworkConfig, token: str, owner: str,
                               spender: str) -> bool:
     """Whether the funding wallet's allowance to the spender is not zero now (USDT then refuses a new
     non-zero approve until it is set to 0). A node that does not answer counts as "not zero": an extra
     approve(0) is harmless, a refused approve is not."""
-    if not network.rpc_url:
+    rpc = rpcs.of(network)
+    if rpc is None:
         return True
     try:
-        async with RpcClient(network.name, network.rpc_url, settings.rpc) as rpc:
-            return await allowance_at(rpc, token, owner, spender, "latest") != 0
+        return await allowance_at(rpc, token, owner, spender, "latest") != 0
     except RpcError as exc:
         log.warning("allowance unreadable; the approval instructions ask for approve(0) first",
                     network=network.name, funding_wallet=owner, error=exc.message[:200])
@@ -130,13 +153,15 @@ async def get_intent(engine: AsyncEngine, organisation_id: str, intent_id: str) 
     return row
 
 
-async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings, *, organisation_id: str,
-                        intent_id: str, approval_tx_hash: str) -> tuple[Row[Any], Row[Any]]:
+async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings, rpcs: RpcClients, *,
+                        organisation_id: str, intent_id: str,
+                        approval_tx_hash: str) -> tuple[Row[Any], Row[Any]]:
     """Charge a confirmed intent once (see the module docstring): record the charge for the daemon, wait
     up to `charge_wait_s` for it to settle, and return it (pending if it has not) with its intent."""
     now = await clock.now()
     approval = approval_tx_hash.lower()
     config = settings.disbursement
+    mined = await _mined_approval(engine, rpcs, settings, organisation_id, intent_id, approval)
     try:
         async with engine.begin() as conn:
             # The intent's row lock serialises every charge request for it: one wins, the rest see it.
@@ -146,10 +171,10 @@ async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings, *
             rules.check_chargeable(intent, await store.charge_of_intent(conn, intent.id), now,
                                    intent.status == rules.PENDING_APPROVAL
                                    and await store.approved_in_time(conn, intent.id))
-            if not await _is_intent_approval(conn, intent, approval):
+            if not mined and not await _is_intent_approval(conn, intent, approval):
                 raise rules.approval_not_confirmed(
-                    "approval_tx_hash is not a confirmed approval of this payment intent",
-                    {"approval_tx_hash": approval_tx_hash})
+                    "approval_tx_hash is not an approval of this payment intent's funding wallet to its "
+                    "spender for its token", {"approval_tx_hash": approval_tx_hash})
             if await store.live_executor(conn, intent.network, config.executor_stale_s) is None:
                 raise ApiError(f"disbursement is not available on {intent.network}: no daemon with the "
                                "operator key is running", {"network": intent.network},
@@ -170,6 +195,27 @@ async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings, *
 async def _is_intent_approval(conn: AsyncConnection, intent: Row[Any], tx_hash: str) -> bool:
     """The confirming approval, or any indexed Approval of the same owner, spender and token."""
     return tx_hash == intent.approval_tx_hash or await store.is_indexed_approval(conn, intent, tx_hash)
+
+
+async def _mined_approval(engine: AsyncEngine, rpcs: RpcClients, settings: Settings, organisation_id: str,
+                          intent_id: str, tx_hash: str) -> bool:
+    """Whether `tx_hash` is, on the node, a mined Approval of the intent's funding wallet to its spender for
+    its token; asked only when the database does not know it as one (an approval not indexed yet, or one
+    older than the indexed history that set a standing allowance). Read before any transaction opens."""
+    async with engine.connect() as conn:
+        intent = await store.load_intent(conn, intent_id, organisation_id=organisation_id)
+        if intent is None or await _is_intent_approval(conn, intent, tx_hash):
+            return False
+    rpc = rpcs.of(settings.network(intent.network))
+    if rpc is None:
+        return False
+    try:
+        return await mined_approval(rpc, tx_hash, intent.token_address, intent.funding_wallet,
+                                    intent.contract_address) is not None
+    except RpcError as exc:
+        log.warning("approval unreadable on the node", network=intent.network, approval_tx_hash=tx_hash,
+                    error=exc.message[:200])
+        return False
 
 
 async def _await_settlement(engine: AsyncEngine, charge_id: str, wait_s: float) -> None:

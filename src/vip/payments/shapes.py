@@ -11,10 +11,14 @@ from vip.formats import iso, usd
 
 
 def intent_json(row) -> dict[str, Any]:
-    """The spec's Payment intent, plus the funding wallet, metadata and the confirmed approval."""
+    """The spec's Payment intent, plus the funding wallet, metadata, the confirmed approval and how it
+    covers the intent. `approval_calldata.amount` is the total allowance the funding wallet must give the
+    spender (every open intent of it, token and spender, plus this one: vip.payments.ledger), so that
+    following it never lowers another intent's cover."""
     contract = to_checksum_address(row.contract_address)
     token_contract = to_checksum_address(row.token_address)
-    approval: dict[str, Any] = {"function": "approve", "spender": contract, "amount": str(int(row.amount)),
+    total = row.approval_amount if row.approval_amount is not None else row.amount
+    approval: dict[str, Any] = {"function": "approve", "spender": contract, "amount": str(int(total)),
                                 "token_contract": token_contract}
     if row.approval_reset_required:
         # USDT refuses to change a non-zero allowance to another non-zero one: approve(spender, 0) first.
@@ -32,6 +36,7 @@ def intent_json(row) -> dict[str, Any]:
         "contract_address": contract,
         "approval_calldata": approval,
         "approval_tx_hash": row.approval_tx_hash,
+        "approval_coverage": row.approval_coverage,
         "metadata": row.metadata,
         "expires_at": iso(row.expires_at),
         "created_at": iso(row.created_at),

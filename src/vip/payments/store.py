@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Interval, and_, bindparam, delete, exists, func, not_, or_, select, update
+from sqlalchemy import Interval, and_, bindparam, case, delete, exists, func, not_, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -103,7 +103,7 @@ def _approval_in_time(above_block: int | None = None):
     return exists().where(*conditions)
 
 
-def _awaiting(now: datetime):
+def awaiting(now: datetime):
     """A `pending_approval` intent still waits for its approval: before `expires_at`, or after it when an
     approval was mined in time (decision 167)."""
     return and_(payment_intents.c.status == rules.PENDING_APPROVAL,
@@ -127,12 +127,19 @@ async def create_intent(conn: AsyncConnection, values: dict[str, Any], now: date
     return row
 
 
-async def confirm_intents(conn: AsyncConnection, intent_ids: list[str], approval_tx_hash: str,
-                          now: datetime) -> int:
+async def confirm_intents(conn: AsyncConnection, intent_ids: list[str], approval_tx_hash: str | None,
+                          approval_time: datetime | None, now: datetime) -> int:
+    """Confirm waiting intents, naming the Approval whose allowance covers them (None: an allowance older
+    than anything indexed). Coverage is `approval` when that Approval was mined after the intent was
+    created (given for it, or for a later one), `standing_allowance` when the allowance was there first."""
+    coverage: Any = rules.COVERED_BY_STANDING
+    if approval_time is not None:
+        coverage = case((payment_intents.c.created_at < approval_time, rules.COVERED_BY_APPROVAL),
+                        else_=rules.COVERED_BY_STANDING)
     rows = (await conn.execute(update(payment_intents).where(
         payment_intents.c.id.in_(intent_ids), payment_intents.c.status == rules.PENDING_APPROVAL,
-    ).values(status=rules.APPROVAL_CONFIRMED, approval_tx_hash=approval_tx_hash, approval_confirmed_at=now,
-             updated_at=now).returning(*payment_intents.c))).all()
+    ).values(status=rules.APPROVAL_CONFIRMED, approval_tx_hash=approval_tx_hash, approval_coverage=coverage,
+             approval_confirmed_at=now, updated_at=now).returning(*payment_intents.c))).all()
     for row in rows:
         await record_event(conn, "payment_intent.approval_confirmed", intent_json(row), created_at=now,
                            organisation_id=row.organisation_id)
@@ -155,7 +162,7 @@ async def expire_late(conn: AsyncConnection, allowance: rules.Allowance, final: 
     """The allowance's intents past `expires_at` whose approvals mined in time are all final, and which
     confirmation (just run, under the same allowance lock) did not confirm, become `expired`."""
     due = select(payment_intents.c.id).where(
-        _of_allowance(allowance), payment_intents.c.status == rules.PENDING_APPROVAL,
+        of_allowance(allowance), payment_intents.c.status == rules.PENDING_APPROVAL,
         payment_intents.c.expires_at <= now, not_(_approval_in_time(above_block=final)),
     ).with_for_update(skip_locked=True)
     return await _expire(conn, due, now)
@@ -173,56 +180,17 @@ async def _expire(conn: AsyncConnection, due, now: datetime) -> int:
 
 
 async def oldest_pending_approval(conn: AsyncConnection, now: datetime) -> datetime | None:
-    return await conn.scalar(select(func.min(payment_intents.c.created_at)).where(_awaiting(now)))
+    return await conn.scalar(select(func.min(payment_intents.c.created_at)).where(awaiting(now)))
 
 
-# --- allowances: which waiting intents an approval confirms --------------------------------------------
+# --- allowances: the condition naming one allowance's intents (vip.payments.ledger keeps the rest) ------
 
-def _of_allowance(allowance: rules.Allowance):
+def of_allowance(allowance: rules.Allowance):
+    """The intents of one allowance (SQL condition)."""
     return and_(payment_intents.c.network == allowance.network,
                 payment_intents.c.token_address == allowance.token,
                 payment_intents.c.funding_wallet == allowance.owner,
                 payment_intents.c.contract_address == allowance.spender)
-
-
-async def awaited_allowances(conn: AsyncConnection, network: str, now: datetime) -> list[rules.Allowance]:
-    """The allowances that intents of the network still wait for."""
-    rows = await conn.execute(select(
-        payment_intents.c.token_address, payment_intents.c.funding_wallet, payment_intents.c.contract_address,
-    ).where(payment_intents.c.network == network, _awaiting(now)).distinct())
-    return [rules.Allowance(network, r.token_address, r.funding_wallet, r.contract_address) for r in rows]
-
-
-async def latest_approval(conn: AsyncConnection, allowance: rules.Allowance, up_to_block: int):
-    """The last indexed Approval that set the allowance, in or before `up_to_block` (tx_hash,
-    block_number), or None."""
-    return (await conn.execute(select(token_approvals.c.tx_hash, token_approvals.c.block_number).where(
-        token_approvals.c.network == allowance.network, token_approvals.c.token_address == allowance.token,
-        token_approvals.c.owner_address == allowance.owner,
-        token_approvals.c.spender_address == allowance.spender, token_approvals.c.block_number <= up_to_block,
-    ).order_by(token_approvals.c.block_number.desc(), token_approvals.c.log_index.desc()).limit(1))).first()
-
-
-async def lock_allowance(conn: AsyncConnection, allowance: rules.Allowance) -> None:
-    """Until the transaction ends, the caller is the only confirmer of this allowance, across daemons."""
-    key = f"allowance:{allowance.network}:{allowance.token}:{allowance.owner}:{allowance.spender}"
-    await conn.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(key, 0))))
-
-
-async def reserved_amount(conn: AsyncConnection, allowance: rules.Allowance) -> int:
-    """Base units the allowance's confirmed, not yet charged intents hold."""
-    return int(await conn.scalar(select(func.coalesce(func.sum(payment_intents.c.amount), 0)).where(
-        _of_allowance(allowance), payment_intents.c.status == rules.APPROVAL_CONFIRMED)) or 0)
-
-
-async def waiting_reservations(conn: AsyncConnection, allowance: rules.Allowance,
-                               now: datetime) -> list[rules.Reservation]:
-    """The allowance's intents still waiting for approval, oldest first."""
-    rows = await conn.execute(select(payment_intents.c.id, payment_intents.c.amount,
-                                     payment_intents.c.organisation_id).where(
-        _of_allowance(allowance), _awaiting(now),
-    ).order_by(payment_intents.c.seq))
-    return [rules.Reservation(r.id, int(r.amount), r.organisation_id) for r in rows]
 
 
 # --- charges -------------------------------------------------------------------------------------------

@@ -14,13 +14,13 @@ from vip import metrics
 from vip.chain.contracts import spender_of
 from vip.chain.operator import OperatorKeyMissing, load_operator
 from vip.chain.rpc import RpcClient
+from vip.chain.token_reads import allowance_at
 from vip.clock import Clock
 from vip.config import NetworkConfig, Settings
 from vip.ids import new_id
 from vip.indexer.store import final_block
-from vip.payments import rules, store
+from vip.payments import ledger, rules, store
 from vip.payments.charges import ChargeExecutor
-from vip.payments.disburser import allowance_at
 from vip.run_loop import run_steps, sleep_or_stop
 from vip.store.listen import listen_and_wake
 
@@ -30,8 +30,10 @@ CHARGES_PER_STEP = 20
 
 
 class ApprovalConfirmer:
-    """Confirms a network's waiting intents once a final Approval(owner=funding wallet, spender=the
-    intent's organisation's spender) is indexed and the on-chain allowance covers them (rules.confirmable)."""
+    """Confirms a network's waiting intents from the allowance ledger (vip.payments.ledger): an intent is
+    confirmed only when the allowance at the final block, less what confirmed intents hold and what
+    charges mined above the final block took, covers it (and the allowance now does too). Each names the
+    Approval whose allowance covers it; only intents of the organisation whose spender it is."""
 
     def __init__(self, network: NetworkConfig, engine: AsyncEngine, rpc: RpcClient, clock: Clock) -> None:
         self.network = network
@@ -52,29 +54,32 @@ class ApprovalConfirmer:
                 (now - oldest).total_seconds() if oldest else 0)
             if final is None or oldest is None:
                 return False
-            allowances = await store.awaited_allowances(conn, self.network.name, now)
+            allowances = await ledger.awaited(conn, self.network.name, now)
         confirmed = 0
         for allowance in allowances:
             confirmed += await self._confirm(allowance, final, now)
         return confirmed > 0
 
     async def _confirm(self, allowance: rules.Allowance, final: int, now: datetime) -> int:
-        async with self.engine.connect() as conn:
-            approval = await store.latest_approval(conn, allowance, final)
-        if approval is None or final < 0:
-            return 0  # nothing final: an intent kept alive by an approval in time waits (expire_late)
-        # The smaller of the final and the latest allowance: a later approve() that lowered it counts
-        # at once, one that raised it only once it is final too.
+        if final < 0:
+            return 0  # nothing is final yet
         token, owner, spender = allowance.token, allowance.owner, allowance.spender
-        amount = min(await allowance_at(self.rpc, token, owner, spender, final),
-                     await allowance_at(self.rpc, token, owner, spender, "latest"))
+        # The chain's side first, with no transaction open: the allowance at the final block, and now
+        # (a lowering not final yet counts at once; a raising only once it is final).
+        approved = await allowance_at(self.rpc, token, owner, spender, final)
+        approved_now = await allowance_at(self.rpc, token, owner, spender, "latest")
         async with self.engine.begin() as conn:
-            await store.lock_allowance(conn, allowance)
+            await ledger.lock(conn, allowance)
+            book = await ledger.book(conn, allowance, final)
+            unspent = rules.unspent(approved, approved_now, book.reserved, book.consumed_unfinal)
             # Only the intents of the organisation whose spender the approval names, whatever the rows say.
-            waiting = rules.of_organisation(await store.waiting_reservations(conn, allowance, now), spender,
+            waiting = rules.of_organisation(await ledger.waiting(conn, allowance, now), spender,
                                             self._spender_of)
-            chosen = rules.confirmable(amount, await store.reserved_amount(conn, allowance), waiting)
-            count = await store.confirm_intents(conn, chosen, approval.tx_hash, now) if chosen else 0
+            chosen = rules.confirmable(unspent, 0, waiting)
+            approval = book.approval
+            count = await store.confirm_intents(conn, chosen, approval.tx_hash if approval else None,
+                                                approval.block_timestamp if approval else None,
+                                                now) if chosen else 0
             # Past expires_at and kept alive only by approvals now final that did not cover it: expired
             # here, after confirmation and under the same lock, so no daemon expires what this one confirms.
             late = await store.expire_late(conn, allowance, final, now)
@@ -83,8 +88,10 @@ class ApprovalConfirmer:
                           funding_wallet=owner)
         if not count:
             return 0
-        self.log.info("approvals confirmed", intents=count, approval_tx_hash=approval.tx_hash,
-                      allowance=amount, funding_wallet=owner)
+        self.log.info("approvals confirmed", intents=count,
+                      approval_tx_hash=approval.tx_hash if approval else None,
+                      allowance_final=approved, allowance_now=approved_now, reserved=book.reserved,
+                      consumed_unfinal=book.consumed_unfinal, final_block=final, funding_wallet=owner)
         return count
 
 

@@ -259,6 +259,19 @@ wallets = Table(
     Index(None, "network", "address"),
 )
 
+# The sites an organisation's borrowers sign in on: a Sign-In with Ethereum message is accepted only for one
+# of them (its EIP-4361 `domain`), with a URI under one of the domain's prefixes.
+sign_in_domains = Table(
+    "sign_in_domains",
+    metadata,
+    Column("organisation_id", Text, ForeignKey("organisations.id"), nullable=False),
+    Column("domain", Text, nullable=False),  # lower-case authority: host, or host:port
+    Column("uri_prefixes", ARRAY(Text), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("organisation_id", "domain"),
+)
+
 # Sign-In with Ethereum nonces: single use, bound to a user, short-lived.
 wallet_nonces = Table(
     "wallet_nonces",
@@ -390,6 +403,11 @@ payment_intents = Table(
     Column("approval_reset_required", Boolean, nullable=False, server_default=text("false")),
     # Creation order (timestamps tie on a chain clock): approvals confirm intents first come, first served.
     Column("seq", BigInteger, Identity(), nullable=False, unique=True),
+    # The total allowance the approval instructions ask for: every open intent of the same funding wallet,
+    # token and spender plus this one (null on rows older than migration 0019: the intent's own amount).
+    Column("approval_amount", UINT256),
+    # approval | standing_allowance: how a confirmed intent is covered (vip.payments.ledger).
+    Column("approval_coverage", Text),
     Index(None, "status", "network", "created_at"),
     Index(None, "organisation_id", "created_at"),
 )
