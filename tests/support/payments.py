@@ -93,6 +93,17 @@ def lender(driver: ChainDriver, index: int, token: str = "USDC", amount: int = 1
     return to_checksum_address(address)
 
 
+def new_lender(driver: ChainDriver, token: str = "USDC", amount: int = 10**13) -> str:
+    """A fresh treasury (not a dev account: its state is this test's alone), given gas money and `amount`
+    of `token`, impersonated so the driver can send its approvals; checksummed."""
+    account = Account.create()
+    driver.node.call("anvil_setBalance", [account.address, hex(10**20)])
+    driver.node.call("anvil_impersonateAccount", [account.address])
+    driver.mint(token, account.address, amount)
+    _LENDER_KEYS[account.address.lower()] = "0x" + account.key.hex().removeprefix("0x")
+    return account.address
+
+
 async def organisation_id(api: ApiHarness, org: str = "acme") -> str:
     await api.key(org)
     async with api.engine.connect() as conn:

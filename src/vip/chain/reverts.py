@@ -17,6 +17,8 @@ from vip.chain.contracts import ARTIFACTS_DIR, load_artifact
 
 ERROR_STRING = keccak(text="Error(string)")[:4]
 PANIC = keccak(text="Panic(uint256)")[:4]
+# SafeTokenCall.sol's errors: the first argument is the token.
+TOKEN_ERRORS = ("TokenReverted", "TokenRefused", "TokenHasNoCode", "TokenShortDelivery")
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Revert:
     token: str | None = None
     token_reason: TokenReason | None = None
     text: str | None = None  # the message of Error(string), or the signature of a known custom error
+    delivered: tuple[int, int] | None = None  # TokenShortDelivery: (expected, received) base units
 
 
 @cache
@@ -83,12 +86,14 @@ def decode_revert(raw: str | None) -> Revert:
     """The revert data `raw` (0x hex, or None when the node gave none) decoded."""
     data = bytes.fromhex(raw[2:]) if raw and raw.startswith("0x") else b""
     entry = _errors().get(data[:4]) if len(data) >= 4 else None
-    if entry is not None and entry["name"] in ("TokenReverted", "TokenRefused", "TokenHasNoCode"):
+    if entry is not None and entry["name"] in TOKEN_ERRORS:
         try:
-            values = decode([i["type"] for i in entry["inputs"]], data[4:])
+            values = decode([i["type"] for i in entry.get("inputs", [])], data[4:])
         except (DecodingError, OverflowError, ValueError):
             return Revert("unknown", _hex(data))
         token = str(values[0]).lower()
+        if entry["name"] == "TokenShortDelivery":
+            return Revert(entry["name"], _hex(data), token=token, delivered=(int(values[1]), int(values[2])))
         reason = token_reason(bytes(values[1])) if len(values) > 1 else None
         return Revert(entry["name"], _hex(data), token=token, token_reason=reason)
     name, text = _plain(data)

@@ -4,7 +4,7 @@ tokens that revert without a reason (USDT's bare `require`), becomes a `failure_
 `failure_message`. Pure: no I/O.
 
 Codes (docs/api.md, error catalogue): ERR_RECIPIENT_BLACKLISTED, ERR_FUNDING_WALLET_BLACKLISTED,
-ERR_TOKEN_PAUSED, ERR_INSUFFICIENT_BALANCE, ERR_INSUFFICIENT_ALLOWANCE; otherwise
+ERR_TOKEN_PAUSED, ERR_INSUFFICIENT_BALANCE, ERR_INSUFFICIENT_ALLOWANCE, ERR_TOKEN_TRANSFER_FEE; otherwise
 ERR_DISBURSEMENT_REJECTED (refused before anything was sent) or ERR_DISBURSEMENT_REVERTED (mined and
 reverted)."""
 
@@ -23,10 +23,11 @@ FUNDING_WALLET_BLACKLISTED = "ERR_FUNDING_WALLET_BLACKLISTED"
 TOKEN_PAUSED = "ERR_TOKEN_PAUSED"
 INSUFFICIENT_BALANCE = "ERR_INSUFFICIENT_BALANCE"
 INSUFFICIENT_ALLOWANCE = "ERR_INSUFFICIENT_ALLOWANCE"
+TRANSFER_FEE = "ERR_TOKEN_TRANSFER_FEE"
 REJECTED = "ERR_DISBURSEMENT_REJECTED"
 REVERTED = "ERR_DISBURSEMENT_REVERTED"
 CAUSES = (RECIPIENT_BLACKLISTED, FUNDING_WALLET_BLACKLISTED, TOKEN_PAUSED, INSUFFICIENT_BALANCE,
-          INSUFFICIENT_ALLOWANCE)
+          INSUFFICIENT_ALLOWANCE, TRANSFER_FEE)
 MAX_MESSAGE_CHARS = 600
 
 
@@ -102,6 +103,8 @@ def _which_blacklisted(state: TokenState | None) -> str | None:
 
 def cause_of(revert: Revert, state: TokenState | None, pull: Pull) -> str | None:
     """The failure code of a cause we can name, or None."""
+    if revert.error == "TokenShortDelivery":
+        return TRANSFER_FEE
     reason = revert.token_reason.text if revert.token_reason else None
     named = _cause_from_reason(reason or revert.text or "") if (reason or revert.text) else None
     if named == "blacklisted":
@@ -113,7 +116,7 @@ def cause_of(revert: Revert, state: TokenState | None, pull: Pull) -> str | None
     return None
 
 
-def _explanation(code: str, state: TokenState | None, pull: Pull) -> str:
+def _explanation(code: str, state: TokenState | None, pull: Pull, revert: Revert) -> str:
     wallet, recipient = to_checksum_address(pull.funding_wallet), to_checksum_address(pull.recipient)
     if code == RECIPIENT_BLACKLISTED:
         return (f"{pull.token} refused the transfer: the recipient wallet {recipient} is blacklisted by the "
@@ -132,6 +135,10 @@ def _explanation(code: str, state: TokenState | None, pull: Pull) -> str:
         return (f"the funding wallet's allowance to the spender {to_checksum_address(pull.spender)}{left} "
                 f"less than the {_units(pull.amount, pull)} to pay (revoked, lowered or spent since the "
                 "approval was confirmed): approve again and create a new payment intent")
+    if code == TRANSFER_FEE:
+        got = f" (it would receive {_units(revert.delivered[1], pull)})" if revert.delivered else ""
+        return (f"{pull.token} takes a fee on transfers: the recipient would not receive the full "
+                f"{_units(pull.amount, pull)}{got}, and a loan is paid in full or not at all")
     return "the disbursement contract refused the call"
 
 
@@ -154,5 +161,6 @@ def explain(revert: Revert, state: TokenState | None, pull: Pull, sending: Sendi
     """The charge's failure_code and failure_message."""
     code = cause_of(revert, state, pull)
     generic = REJECTED if sending.tx_hash is None else REVERTED
-    text = f"{_explanation(code or generic, state, pull)}; {_what_happened(sending)} ({_token_said(revert)})"
+    text = (f"{_explanation(code or generic, state, pull, revert)}; {_what_happened(sending)} "
+            f"({_token_said(revert)})")
     return Failure(code or generic, text[:MAX_MESSAGE_CHARS])
