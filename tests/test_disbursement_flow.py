@@ -1,5 +1,7 @@
 """The whole disbursement on Anvil through the HTTP API: intent, approve with the returned calldata,
-confirmation by the daemon, charge; balances checked on chain."""
+confirmation by the daemon, charge; balances checked on chain. Each test runs on our test tokens and on
+the real ones (Circle's FiatTokenV2_2 behind its proxy, Tether's TetherToken), see
+tests/support/real_tokens.py."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from decimal import Decimal
 import pytest
 
 from tests.support.api import ApiHarness
+from tests.support.chain import ChainDriver
 from tests.support.payments import (
     approve,
     balance,
@@ -23,18 +26,24 @@ from tests.support.payments import (
     post_json,
     wait_intent_status,
 )
+from tests.support.real_tokens import shared_real_chain  # noqa: F401 (fixture)
+
+
+@pytest.fixture(params=["test tokens", "real tokens"])
+def token_chain(request) -> ChainDriver:
+    return request.getfixturevalue("session_chain" if request.param == "test tokens" else "shared_real_chain")
 
 
 @pytest.fixture
-async def pay_api(aiohttp_client, database_url, engine, session_chain) -> AsyncIterator[ApiHarness]:
-    async with payments_api(aiohttp_client, database_url, engine, session_chain) as harness:
+async def pay_api(aiohttp_client, database_url, engine, token_chain) -> AsyncIterator[ApiHarness]:
+    async with payments_api(aiohttp_client, database_url, engine, token_chain) as harness:
         yield harness
 
 
 @pytest.mark.parametrize("token", ["USDC", "USDT"])
-async def test_intent_approve_confirm_charge_moves_exactly_the_amount(pay_api, session_chain, database_url,
+async def test_intent_approve_confirm_charge_moves_exactly_the_amount(pay_api, token_chain, database_url,
                                                                       token):
-    chain = session_chain
+    chain = token_chain
     who = await borrower(pay_api)
     funding = lender(chain, 6, token)
     intent = await create_intent(pay_api, who, funding, "250.5", token=token)
@@ -73,11 +82,11 @@ async def test_intent_approve_confirm_charge_moves_exactly_the_amount(pay_api, s
         ("charge.succeeded", charge["id"])]
 
 
-async def test_usdt_with_an_allowance_standing_asks_for_approve_zero_first(pay_api, session_chain,
+async def test_usdt_with_an_allowance_standing_asks_for_approve_zero_first(pay_api, token_chain,
                                                                           database_url):
     """USDT refuses approve(spender, n) while the allowance is not zero: an intent created then says to
     approve 0 first (`reset_calldata`), and following both calls confirms and pays it."""
-    chain = session_chain
+    chain = token_chain
     who = await borrower(pay_api)
     funding = lender(chain, 8, "USDT")
     spender = await organisation_spender(pay_api, chain)
