@@ -69,8 +69,8 @@ PAYMENT_INTENT = {
     "network": "base", "recipient_wallet": BORROWER, "funding_wallet": LENDER, "contract_address": SPENDER,
     "approval_calldata": {"function": "approve", "spender": SPENDER, "amount": "2500500000",
                           "token_contract": USDC},
-    "approval_tx_hash": None, "metadata": {"loan_id": "loan-2291", "product": "salary-advance",
-                                           "term_months": 6},
+    "approval_tx_hash": None, "approval_coverage": None,
+    "metadata": {"loan_id": "loan-2291", "product": "salary-advance", "term_months": 6},
     "expires_at": "2027-03-02T12:30:00Z", "created_at": NOW}
 CHARGE_OBJECT = {
     "id": CHARGE, "payment_intent_id": INTENT, "status": "succeeded", "amount_usd": 2500.5, "token": "USDC",
@@ -79,6 +79,9 @@ CHARGE_OBJECT = {
     "failure_message": None, "created_at": "2027-03-02T12:04:10Z"}
 FUNDING_WALLET = {"address": LENDER, "network": "base", "kind": "eoa",
                   "registered_at": "2027-02-20T10:00:00Z", "default": True}
+SIGN_IN_DOMAIN = {"domain": "app.acme-lending.example",
+                  "uri_prefixes": ["https://app.acme-lending.example/connect/"],
+                  "created_at": "2027-02-20T09:30:00Z", "updated_at": "2027-02-20T09:30:00Z"}
 WEBHOOK_ENDPOINT = {
     "id": ENDPOINT, "url": "https://hooks.acme-lending.example/vip", "description": "underwriting events",
     "event_types": ["vip.verified", "vip.partially_verified", "charge.succeeded", "charge.failed"],
@@ -190,6 +193,8 @@ REQUESTS: dict[str, Any] = {
     "CreateCharge": {"payment_intent_id": INTENT, "approval_tx_hash": APPROVAL_TX},
     "FundingWalletNonce": {"address": LENDER, "network": "base"},
     "RegisterFundingWallet": {"address": LENDER, "nonce": "fwn_4d7b2a9c1e3f5a7b", "signature": SIGNATURE},
+    "RegisterSignInDomain": {"domain": "app.acme-lending.example",
+                             "uri_prefixes": ["https://app.acme-lending.example/connect/"]},
     "TimeTravelRequest": {"network": "local", "seconds": 2592000, "blocks": 1},
     "CreatePersona": {"persona": "steady_salaried", "network": "local"},
     "CreateTestClock": {"frozen_time": "2027-03-02T12:00:00Z", "name": "steady salaried persona"},
@@ -222,7 +227,14 @@ RESPONSES: dict[tuple[str, str, str], Any] = {
                                                              "revoked_at": NOW}},
     ("get", "/v1/connect/wallet/nonce", "200"): {"nonce": "9f3Kq2Lm7xW1", "issued_at": "2027-03-01T09:19:30Z",
                                                  "expires_at": "2027-03-01T09:29:30Z",
-                                                 "statement": "Connect this wallet to verify my income."},
+                                                 "statement": "Connect this wallet to verify my income.",
+                                                 "sign_in_domains": [{
+                                                     "domain": SIGN_IN_DOMAIN["domain"],
+                                                     "uri_prefixes": SIGN_IN_DOMAIN["uri_prefixes"]}]},
+    ("post", "/v1/sign-in-domains", "201"): {"sign_in_domain": SIGN_IN_DOMAIN},
+    ("post", "/v1/sign-in-domains", "200"): {"sign_in_domain": {**SIGN_IN_DOMAIN, "updated_at": NOW}},
+    ("get", "/v1/sign-in-domains", "200"): {"sign_in_domains": [SIGN_IN_DOMAIN]},
+    ("delete", "/v1/sign-in-domains/{domain}", "200"): {"sign_in_domain": SIGN_IN_DOMAIN},
     ("post", "/v1/connect/wallet", "201"): CONNECTION,
     ("post", "/v1/connect/wallet", "200"): CONNECTION,
     ("get", "/v1/connect/platform/authorize", "200"): {
@@ -244,7 +256,8 @@ RESPONSES: dict[tuple[str, str, str], Any] = {
         "cursor": "eyJiIjoyNjUxMjg3MCwibCI6M30", "has_more": True}},
     ("post", "/v1/payment-intents", "201"): {"payment_intent": PAYMENT_INTENT},
     ("get", "/v1/payment-intents/{intent_id}", "200"): {"payment_intent": {
-        **PAYMENT_INTENT, "status": "approval_confirmed", "approval_tx_hash": APPROVAL_TX}},
+        **PAYMENT_INTENT, "status": "approval_confirmed", "approval_tx_hash": APPROVAL_TX,
+        "approval_coverage": "approval"}},
     ("post", "/v1/charges", "201"): {"charge": CHARGE_OBJECT},
     ("post", "/v1/charges", "202"): {"charge": {**CHARGE_OBJECT, "status": "pending", "executed_at": None}},
     ("get", "/v1/charges/{charge_id}", "200"): {"charge": CHARGE_OBJECT},
@@ -309,8 +322,11 @@ _WALLET_NOT_CONNECTED = _error("ERR_RECIPIENT_NOT_CONNECTED", "recipient_wallet 
 OPERATION_ERRORS: dict[tuple[str, str, str], Any] = {
     ("delete", "/v1/api-keys/{key_id}", "404"): _error("ERR_NOT_FOUND", f"no API key {KEY}", {"key_id": KEY}),
     ("post", "/v1/connect/wallet", "422"): _error(
-        "ERR_INVALID_SIGNATURE", "the signature is not the address's signature of the message",
-        {"address": BORROWER}),
+        "ERR_DOMAIN_MISMATCH", "the message's domain is not a sign-in domain of this organisation",
+        {"domain": "app.other-lender.example", "accepted_domains": ["app.acme-lending.example"]}),
+    ("delete", "/v1/sign-in-domains/{domain}", "404"): _error(
+        "ERR_NOT_FOUND", "no such sign-in domain is registered to this organisation",
+        {"domain": "app.other-lender.example"}),
     ("post", "/v1/connect/platform/direct", "409"): _error(
         "ERR_CONNECTION_CHANGED", "the connection changed while it was being synced; retry",
         {"account_id": "emp-55120"}),
@@ -433,12 +449,15 @@ EVENTS: dict[str, Any] = {
     "risk_score.generated": RISK_SCORE,
     "payment_intent.created": PAYMENT_INTENT,
     "payment_intent.approval_confirmed": {**PAYMENT_INTENT, "status": "approval_confirmed",
-                                          "approval_tx_hash": APPROVAL_TX},
+                                          "approval_tx_hash": APPROVAL_TX, "approval_coverage": "approval"},
     "payment_intent.expired": {**PAYMENT_INTENT, "status": "expired"},
     "charge.succeeded": CHARGE_OBJECT,
     "charge.failed": {**CHARGE_OBJECT, "status": "failed", "disbursement_tx_hash": None, "executed_at": None,
-                      "failure_code": "ERR_DISBURSEMENT_REJECTED",
-                      "failure_message": "the funding wallet's allowance is below the amount"},
+                      "failure_code": "ERR_RECIPIENT_BLACKLISTED",
+                      "failure_message": "USDC refused the transfer: the recipient wallet " + BORROWER
+                                         + " is blacklisted by the token's issuer, so it cannot receive this "
+                                         "loan; nothing was sent (the token's reason: 'Blacklistable: "
+                                         "account is blacklisted')"},
     "webhook_endpoint.disabled": DISABLED_WEBHOOK_ENDPOINT,
 }
 

@@ -12,7 +12,16 @@ from vip.api.openapi_schemas import (
     query_param,
     ref,
 )
-from vip.api.routes import admin, funding_wallets, payments, platforms, users, wallet_connect, webhooks
+from vip.api.routes import (
+    admin,
+    funding_wallets,
+    payments,
+    platforms,
+    sign_in_domains,
+    users,
+    wallet_connect,
+    webhooks,
+)
 from vip.api.routes import dev as dev_routes
 from vip.api.routes import events as event_routes
 from vip.api.routes import test_clocks as test_clock_routes
@@ -62,8 +71,17 @@ PATHS.update({
                 "type": "object", "properties": {"nonce": {"type": "string"}, "issued_at": TIMESTAMP,
                                                  "expires_at": TIMESTAMP, "statement": {
                                                      "type": "string", "description": "The only statement a "
-                                                     "sign-in may carry (else 422 ERR_STATEMENT_MISMATCH)"}},
-                "required": ["nonce", "issued_at", "expires_at", "statement"]})}, errors=("404",),
+                                                     "sign-in may carry (else 422 ERR_STATEMENT_MISMATCH)"},
+                                                 "sign_in_domains": {
+                                                     "type": "array", "items": ref("SignInSite"),
+                                                     "description": "Where the message may be signed: its "
+                                                     "domain must be one of these (else 422 "
+                                                     "ERR_DOMAIN_MISMATCH) and its URI under one of that "
+                                                     "domain's prefixes (else 422 ERR_URI_MISMATCH). The "
+                                                     "organisation's sign-in domains; the service's own host "
+                                                     "too on a development stack"}},
+                "required": ["nonce", "issued_at", "expires_at", "statement", "sign_in_domains"]})},
+        errors=("404",),
         parameters=[{"name": "X-User-Id", "in": "header", "required": True, "schema": USER_ID}],
         tag="Connections")},
     "/v1/connect/wallet": {"post": operation(
@@ -198,8 +216,32 @@ PATHS.update({
         errors=("404",), parameters=[ADDRESS_PARAM], tag="Disbursement")},
 })
 
-BODY_MODELS = [users.CreateUser, admin.CreateKey, wallet_connect.ConnectWallet,
-               platforms.DirectPlatformConnection, payments.CreatePaymentIntent, payments.CreateCharge,
+SIGN_IN_DOMAIN_BODY = {"type": "object", "properties": {"sign_in_domain": ref("SignInDomain")},
+                       "required": ["sign_in_domain"]}
+PATHS.update({
+    "/v1/sign-in-domains": {
+        "post": operation(
+            "Register a site the organisation's borrowers sign in on (or replace its URI prefixes): a "
+            "Sign-In with Ethereum message is accepted only when its domain is one of the organisation's",
+            "admin", {
+                "201": ok_response("Registered", SIGN_IN_DOMAIN_BODY),
+                "200": ok_response("Already registered: its URI prefixes replaced", SIGN_IN_DOMAIN_BODY)},
+            body=sign_in_domains.RegisterSignInDomain, tag="Connections"),
+        "get": operation("List the organisation's sign-in domains", "admin", {
+            "200": ok_response("Sign-in domains, by name", {
+                "type": "object", "properties": {"sign_in_domains": {"type": "array",
+                                                                     "items": ref("SignInDomain")}},
+                "required": ["sign_in_domains"]})}, tag="Connections"),
+    },
+    "/v1/sign-in-domains/{domain}": {"delete": operation(
+        "Remove a sign-in domain: messages naming it are refused from then on", "admin", {
+            "200": ok_response("The removed domain", SIGN_IN_DOMAIN_BODY)},
+        errors=("404",), parameters=[path_param("domain")], tag="Connections")},
+})
+
+BODY_MODELS = [users.CreateUser, admin.CreateKey, sign_in_domains.RegisterSignInDomain,
+               wallet_connect.ConnectWallet, platforms.DirectPlatformConnection, payments.CreatePaymentIntent,
+               payments.CreateCharge,
                funding_wallets.FundingWalletNonce, funding_wallets.RegisterFundingWallet]
 
 # --- dev: integrators' test clock ----------------------------------------------------------------------

@@ -25,6 +25,21 @@ def ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+# A failed charge's failure_code (vip.payments.failures), with what the lender can do about it.
+FAILURE_CODES = {
+    "ERR_RECIPIENT_BLACKLISTED": "the token's issuer blacklisted the borrower's wallet; it cannot receive",
+    "ERR_FUNDING_WALLET_BLACKLISTED": "the token's issuer blacklisted the funding wallet; nothing moves "
+                                      "from it",
+    "ERR_TOKEN_PAUSED": "the token's issuer paused every transfer; retry with a new intent once unpaused",
+    "ERR_INSUFFICIENT_BALANCE": "the funding wallet holds less than the amount; fund it",
+    "ERR_INSUFFICIENT_ALLOWANCE": "the funding wallet's allowance to the spender is below the amount "
+                                  "(revoked, lowered or spent); approve again",
+    "ERR_TOKEN_TRANSFER_FEE": "the token takes a fee on transfers, so the borrower would not receive the "
+                              "full amount; nothing is paid",
+    "ERR_DISBURSEMENT_REJECTED": "another refusal before anything was sent (failure_message says which)",
+    "ERR_DISBURSEMENT_REVERTED": "the transaction was mined and reverted for another reason",
+}
+
 SCHEMAS: dict[str, Any] = {
     "Error": obj({"error": obj({
         "code": {"type": "string", "description": "Stable machine-readable code, e.g. ERR_VALIDATION"},
@@ -94,7 +109,11 @@ SCHEMAS: dict[str, Any] = {
         "approval_calldata": obj({
             "function": {"const": "approve"}, "spender": ADDRESS,
             "amount": {"type": "string", "pattern": r"^[0-9]+$",
-                       "description": "Token base units (10^6 per USD for USDC and USDT)"},
+                       "description": "Token base units (10^6 per USD for USDC and USDT): the total "
+                                      "allowance the funding wallet must give the spender, this intent's "
+                                      "amount plus every other open intent of the same funding wallet and "
+                                      "token (an allowance is one number, approve() sets it), so that "
+                                      "following it never lowers another intent's cover"},
             "token_contract": ADDRESS,
             "reset_calldata": obj({
                 "function": {"const": "approve"}, "spender": ADDRESS, "amount": {"const": "0"},
@@ -102,10 +121,18 @@ SCHEMAS: dict[str, Any] = {
                 description="Present only for a USDT intent created while the funding wallet's allowance "
                             "to the spender was not zero: USDT refuses to change a non-zero allowance to "
                             "another non-zero one, so send this approve(spender, 0) first, then the "
-                            "approve above"),
+                            "approve above. A charge of another intent that finds the allowance at 0 "
+                            "meanwhile waits for that approve rather than failing"),
         }, required=["function", "spender", "amount", "token_contract"]),
         "approval_tx_hash": {"type": ["string", "null"],
-                             "description": "The approval that confirmed the intent"},
+                             "description": "The Approval whose allowance covers the intent (the last one "
+                                            "at or below the final block when it was confirmed); null "
+                                            "before confirmation, or when the allowance stood before any "
+                                            "indexed Approval"},
+        "approval_coverage": {"enum": ["approval", "standing_allowance", None],
+                              "description": "How the confirmed intent is covered: by an Approval mined "
+                                             "after it was created, or by an allowance that stood before "
+                                             "it; null until confirmed"},
         "metadata": {"type": "object"}, "expires_at": TIMESTAMP, "created_at": TIMESTAMP,
     }),
     "Charge": obj({
@@ -116,9 +143,9 @@ SCHEMAS: dict[str, Any] = {
                                  "description": "The disburse() transaction (set when mined)"},
         "recipient_wallet": ADDRESS, "approval_tx_hash": {"type": "string"},
         "executed_at": NULLABLE_TIMESTAMP,
-        "failure_code": {"type": ["string", "null"],
-                         "description": "ERR_DISBURSEMENT_REJECTED (refused before sending) or "
-                                        "ERR_DISBURSEMENT_REVERTED (reverted on chain)"},
+        "failure_code": {"enum": [*FAILURE_CODES, None],
+                         "description": "Why the charge failed: " + "; ".join(
+                             f"{code}: {text}" for code, text in FAILURE_CODES.items())},
         "failure_message": {"type": ["string", "null"]}, "created_at": TIMESTAMP,
     }),
     "FundingWallet": obj({
@@ -131,6 +158,20 @@ SCHEMAS: dict[str, Any] = {
                                                       "payment intent naming none uses"},
     }),
 }
+
+SCHEMAS.update({
+    "SignInSite": obj({
+        "domain": {"type": "string", "description": "The EIP-4361 domain (host, or host:port)"},
+        "uri_prefixes": {"type": "array", "items": {"type": "string"},
+                         "description": "A message's URI must start with one of these"},
+    }),
+    "SignInDomain": obj({
+        "domain": {"type": "string", "description": "The EIP-4361 domain (host, or host:port)"},
+        "uri_prefixes": {"type": "array", "items": {"type": "string"},
+                         "description": "A message's URI must start with one of these"},
+        "created_at": TIMESTAMP, "updated_at": TIMESTAMP,
+    }),
+})
 
 # --- webhooks (issue 6) ---
 _EVENT_TYPES = {"type": "string", "description": "See docs/webhooks.md for the catalogue"}

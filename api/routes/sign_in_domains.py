@@ -3,7 +3,7 @@ organisation's borrowers sign in on; a Sign-In with Ethereum message is accepted
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from aiohttp import web
 from pydantic import Field
@@ -19,11 +19,10 @@ routes = web.RouteTableDef()
 class RegisterSignInDomain(Body):
     domain: str = Field(min_length=1, max_length=300, description="The EIP-4361 `domain` borrowers' messages "
                         "name: the site's host, with its port if it has one (app.lender.example)")
-    uri_prefixes: list[str] | None = Field(
-        default=None, max_length=sign_in_domains.MAX_PREFIXES,
-        json_schema_extra={"items": {"type": "string", "maxLength": 2000}},
+    uri_prefixes: list[Annotated[str, Field(max_length=2000)]] = Field(
+        default_factory=list, max_length=sign_in_domains.MAX_PREFIXES,
         description="The URIs a message may name start with one of these (https URIs on the domain; http "
-                    "for localhost only); default https://<domain>/")
+                    "for localhost only); none given: https://<domain>/")
 
 
 def domain_json(row: Any) -> dict[str, Any]:

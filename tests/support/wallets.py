@@ -25,9 +25,9 @@ def service_domain(api: ApiHarness) -> str:
 
 
 def siwe_text(address: str, nonce: str, *, domain: str, chain_id: int, issued_at: datetime,
-              expiration_time: datetime | None = None) -> str:
+              expiration_time: datetime | None = None, uri: str | None = None) -> str:
     return SiweMessage(
-        domain=domain, address=address, uri=f"http://{domain}/", version="1", chain_id=chain_id,
+        domain=domain, address=address, uri=uri or f"http://{domain}/", version="1", chain_id=chain_id,
         nonce=nonce, statement=STATEMENT,
         issued_at=ISO8601Datetime.from_datetime(issued_at),
         expiration_time=ISO8601Datetime.from_datetime(expiration_time) if expiration_time else None,
@@ -52,7 +52,7 @@ async def sign_in_body(api: ApiHarness, user_id: str, account: LocalAccount, *, 
                        nonce: str | None = None, issued_at: datetime | None = None,
                        domain: str | None = None, chain_id: int | None = None,
                        expiration_time: datetime | None = None, signer: LocalAccount | None = None,
-                       address: str | None = None, network: str = "local") -> dict:
+                       address: str | None = None, network: str = "local", uri: str | None = None) -> dict:
     """A POST /v1/connect/wallet body, signed correctly unless an argument says otherwise."""
     if nonce is None:
         nonce, issued = await get_nonce(api, user_id, org)
@@ -60,7 +60,7 @@ async def sign_in_body(api: ApiHarness, user_id: str, account: LocalAccount, *, 
     address = address or account.address
     text = siwe_text(address, nonce, domain=domain or service_domain(api),
                      chain_id=api.settings.networks["local"].chain_id if chain_id is None else chain_id,
-                     issued_at=issued_at, expiration_time=expiration_time)
+                     issued_at=issued_at, expiration_time=expiration_time, uri=uri)
     return {"user_id": user_id, "address": address, "network": network, "message": text,
             "signature": sign(text, signer or account)}
 

@@ -1,5 +1,5 @@
 """The `vip` command: dev, index, serve, migrate, watch, status, orgs, keys, staff, webhooks, listen,
-trigger, funding-wallets, secrets, time-travel."""
+trigger, funding-wallets, sign-in-domains, secrets, time-travel."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from vip.cli.funding_wallets import add_funding_wallets_parser, run_funding_wall
 from vip.cli.listen import add_listen_parser, run_listen
 from vip.cli.organisations import add_orgs_parser, run_orgs_command
 from vip.cli.secrets import add_secrets_parser, run_secrets_command
+from vip.cli.sign_in_domains import add_sign_in_domains_parser, run_sign_in_domains_command
 from vip.cli.staff import add_staff_parser, run_staff_command
 from vip.cli.trigger import add_trigger_parser, run_trigger
 from vip.cli.webhooks import add_webhooks_parser, run_webhooks_command
@@ -215,6 +216,10 @@ def cmd_funding_wallets(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(run_funding_wallets_command(settings, database_url(settings), args))
 
 
+def cmd_sign_in_domains(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(run_sign_in_domains_command(settings, database_url(settings), args))
+
+
 def cmd_secrets(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(run_secrets_command(settings, database_url(settings), args))
 
@@ -355,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_staff_parser(sub).set_defaults(func=cmd_staff)
     add_webhooks_parser(sub).set_defaults(func=cmd_webhooks)
     add_funding_wallets_parser(sub).set_defaults(func=cmd_funding_wallets)
+    add_sign_in_domains_parser(sub).set_defaults(func=cmd_sign_in_domains)
     add_listen_parser(sub).set_defaults(func=run_listen)
     add_trigger_parser(sub).set_defaults(func=run_trigger)
     add_secrets_parser(sub).set_defaults(func=cmd_secrets)

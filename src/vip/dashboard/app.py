@@ -17,6 +17,7 @@ from vip.dashboard import (
     keys_routes,
     networks_routes,
     session_routes,
+    sign_in_domains_routes,
     staff_routes,
     webhooks_routes,
 )
@@ -26,7 +27,8 @@ from vip.dashboard.session import error_page
 log = structlog.get_logger(__name__)
 
 ROUTE_TABLES = (session_routes.routes, keys_routes.routes, webhooks_routes.routes, staff_routes.routes,
-                audit_routes.routes, borrowers_routes.routes, networks_routes.routes)
+                audit_routes.routes, borrowers_routes.routes, networks_routes.routes,
+                sign_in_domains_routes.routes)
 STATIC_PREFIX = "/dashboard/static"
 PRUNE_EVERY_S = 600
 

@@ -39,6 +39,7 @@ NAV = (
     NavEntry("Networks", "/dashboard/networks", ("operator",)),
     NavEntry("API keys", "/dashboard/keys", ()),
     NavEntry("Webhooks", "/dashboard/webhooks", ()),
+    NavEntry("Sign-in domains", "/dashboard/sign-in-domains", ()),
     NavEntry("Staff", "/dashboard/staff", ()),
     NavEntry("Audit log", "/dashboard/audit", ()),
 )
