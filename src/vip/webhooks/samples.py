@@ -131,7 +131,7 @@ _SAMPLES = {
         '74026E726554dB657fA54763abd0C3a0aa9","approval_tx_hash":null,"contract_address":"0x9fE46736679d2D9a6'
         '5F0992F2272dE9f3c7fa6e0","recipient_wallet":"0xe8a29FB68D353D3a4B61988578F3C2De1D503E4C","approval_c'
         'alldata":{"amount":"250500000","spender":"0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0","function":"ap'
-        'prove","token_contract":"0x5FbDB2315678afecb367f032d93F642f64180aa3"}}'
+        'prove","token_contract":"0x5FbDB2315678afecb367f032d93F642f64180aa3"},"approval_coverage":null}'
     ),
     'payment_intent.approval_confirmed': (
         '{"id":"pi_b389bd16c32fe4c4ed4095d3","token":"USDC","status":"approval_confirmed","network":"local","'
@@ -141,7 +141,7 @@ _SAMPLES = {
         '58371525efd855d97fd5f954f","contract_address":"0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0","recipien'
         't_wallet":"0xe8a29FB68D353D3a4B61988578F3C2De1D503E4C","approval_calldata":{"amount":"250500000","sp'
         'ender":"0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0","function":"approve","token_contract":"0x5FbDB23'
-        '15678afecb367f032d93F642f64180aa3"}}'
+        '15678afecb367f032d93F642f64180aa3"},"approval_coverage":"approval"}'
     ),
     'payment_intent.expired': (
         '{"id":"pi_8417fdec4930364f14b1bd29","token":"USDC","status":"expired","network":"local","user_id":"u'
@@ -150,7 +150,7 @@ _SAMPLES = {
         '5C58ba16FB37d819B0A4dc","approval_tx_hash":null,"contract_address":"0x9fE46736679d2D9a65F0992F2272dE'
         '9f3c7fa6e0","recipient_wallet":"0xe8a29FB68D353D3a4B61988578F3C2De1D503E4C","approval_calldata":{"am'
         'ount":"5000000","spender":"0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0","function":"approve","token_c'
-        'ontract":"0x5FbDB2315678afecb367f032d93F642f64180aa3"}}'
+        'ontract":"0x5FbDB2315678afecb367f032d93F642f64180aa3"},"approval_coverage":null}'
     ),
     'charge.succeeded': (
         '{"id":"ch_ff768881e7d7254ad2b6224e","token":"USDC","status":"succeeded","network":"local","amount_us'
@@ -161,12 +161,14 @@ _SAMPLES = {
         '46e9883d984032760"}'
     ),
     'charge.failed': (
-        '{"id":"ch_da5fc5ad209cf8b05c1e58ec","token":"USDC","status":"failed","network":"local","amount_usd":'
-        '40,"created_at":"2026-11-22T07:24:51Z","executed_at":null,"failure_code":"ERR_DISBURSEMENT_REJECTED"'
-        ',"failure_message":"the disbursement contract refused the call: execution reverted: custom error 0x9'
-        '0b8ec18","approval_tx_hash":"0x7f9e0f430ad651a3a2dbe3dba3fb6e66c0f59c86b67f04d2e91071e309e13968","re'
-        'cipient_wallet":"0xe8a29FB68D353D3a4B61988578F3C2De1D503E4C","payment_intent_id":"pi_cc246f4c8bfc406'
-        '90b704ec0","disbursement_tx_hash":null}'
+        '{"id":"ch_da5fc5ad209cf8b05c1e58ec","token":"USDC","status":"failed","network":"local","amount_'
+        'usd":40,"created_at":"2026-11-22T07:24:51Z","executed_at":null,"failure_code":"ERR_RECIPIENT_BL'
+        'ACKLISTED","failure_message":"USDC refused the transfer: the recipient wallet 0xe8a29FB68D353D3'
+        "a4B61988578F3C2De1D503E4C is blacklisted by the token's issuer, so it cannot receive this loan;"
+        ' nothing was sent (the token\'s reason: \'Blacklistable: account is blacklisted\')","approval_tx_h'
+        'ash":"0x7f9e0f430ad651a3a2dbe3dba3fb6e66c0f59c86b67f04d2e91071e309e13968","recipient_wallet":"0'
+        'xe8a29FB68D353D3a4B61988578F3C2De1D503E4C","payment_intent_id":"pi_cc246f4c8bfc40690b704ec0","d'
+        'isbursement_tx_hash":null}'
     ),
     'webhook_endpoint.disabled': (
         '{"id":"whe_5e0c2b7d9a1f4e3c8b6d0a2f","url":"http://127.0.0.1:4242/hooks","status":"disabled","create'
