@@ -155,7 +155,7 @@ async def test_five_loans_in_flight_from_one_treasury(pay_api, real_chain, datab
         reset = i5["approval_calldata"]["reset_calldata"]
         assert (reset["amount"], reset["spender"]) == ("0", spender)
         refused = approve("USDT", 115 * USD)  # straight to the total: Tether's rule refuses it
-        assert chain.node.call("eth_getTransactionReceipt", [refused])["status"] == "0x0"
+        assert chain.receipt(refused)["status"] == "0x0"
         approve("USDT", 0)  # the reset is mined...
         held = await post_json(pay_api, "/v1/charges", {"payment_intent_id": i2["id"],
                                                         "approval_tx_hash": approvals["i2"]})

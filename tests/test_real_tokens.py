@@ -219,7 +219,7 @@ async def test_tether_takes_no_fee_and_refuses_approve_over_a_non_zero_allowance
     treasury, who, intent, approval = await confirmed(pay_api, chain, database_url, "USDT")
     spender = intent["approval_calldata"]["spender"]
     refused = chain.approve("USDT", treasury.lower(), spender, 1)
-    assert chain.node.call("eth_getTransactionReceipt", [refused])["status"] == "0x0"
+    assert chain.receipt(refused)["status"] == "0x0"
     second = await create_intent(pay_api, who, treasury, "3", "USDT")
     assert second["approval_calldata"]["reset_calldata"]["amount"] == "0"
     assert second["approval_calldata"]["amount"] == str(LOAN + 3 * USD)  # the first is still open

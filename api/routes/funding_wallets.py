@@ -12,7 +12,7 @@ from aiohttp import web
 from eth_utils import to_checksum_address
 from pydantic import Field, field_validator
 
-from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
+from vip.api.context import CLOCK, ENGINE, RPCS, SETTINGS, principal, requires
 from vip.api.jsonio import iso, json_response
 from vip.api.routes.payments import ADDRESS_PATTERN, _checksummed
 from vip.api.validation import Body, read_body
@@ -71,6 +71,7 @@ async def funding_wallet_nonce(request: web.Request) -> web.Response:
 async def register_funding_wallet(request: web.Request) -> web.Response:
     body = await read_body(request, RegisterFundingWallet)
     row, created = await funding.register(request.app[ENGINE], request.app[CLOCK], request.app[SETTINGS],
+                                          request.app[RPCS],
                                           organisation_id=principal(request).organisation_id,
                                           address=body.address, nonce=body.nonce, signature=body.signature)
     default = await funding.default_wallet(request.app[ENGINE], principal(request).organisation_id)

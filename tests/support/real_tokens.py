@@ -78,7 +78,7 @@ class RealTokenChain(ChainDriver):
 
     # --- deployment ------------------------------------------------------------------------------------
 
-    def _receipt(self, tx: str) -> dict[str, Any]:
+    def receipt(self, tx: str) -> dict[str, Any]:
         """The receipt of a transaction Anvil mines at once (it may answer the send a moment before)."""
         deadline = time.monotonic() + 30
         while True:
@@ -90,7 +90,7 @@ class RealTokenChain(ChainDriver):
 
     def _create(self, sender: str, code: str) -> str:
         tx = self.node.call("eth_sendTransaction", [{"from": sender, "data": code, "gas": hex(15_000_000)}])
-        receipt = self._receipt(tx)
+        receipt = self.receipt(tx)
         assert receipt["status"] == "0x1", f"deployment from {sender} failed: {receipt}"
         return str(receipt["contractAddress"]).lower()
 
@@ -98,7 +98,7 @@ class RealTokenChain(ChainDriver):
         """A transaction from `sender` (a dev account or an impersonated issuer), mined; its receipt."""
         tx = self.node.call("eth_sendTransaction", [{"from": sender, "to": to, "data": data,
                                                     "gas": hex(1_000_000)}])
-        return self._receipt(tx)
+        return self.receipt(tx)
 
     def _must(self, sender: str, to: str, data: str) -> None:
         receipt = self.call_as(sender, to, data)

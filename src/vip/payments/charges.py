@@ -80,8 +80,17 @@ class ChargeExecutor:
             if exc.already_disbursed:
                 await self._settle_from_log(disburser, charge, payout)
                 return
-            state = await self._token_state(disburser, intent, "latest")
-            failure = failures.explain(decode_revert(exc.data), state, self._pull(intent), failures.Sending())
+            pull = self._pull(intent)
+            state = await self._token_state(disburser, intent, exc.block or "latest")
+            failure = failures.explain(decode_revert(exc.data), state, pull, failures.Sending())
+            if failure.code in failures.STATE_CAUSES and exc.block is not None:
+                # The obstacle the estimate met may be gone already (an approve, an unpause since): then
+                # the next pass tries again rather than failing a charge that can now be paid.
+                now = await self._token_state(disburser, intent, "latest")
+                if now is not None and failures.obstacle(now, pull) is None:
+                    bound.info("the token's obstacle cleared since the pre-flight: trying again",
+                               failure_code=failure.code)
+                    return
             if (failure.code == failures.INSUFFICIENT_ALLOWANCE
                     and await self._reset_in_progress(intent, state)):
                 # The treasury sent USDT's approve(0) of a newer intent's instructions and its raising

@@ -43,12 +43,14 @@ _ALREADY_SENT = ("already known", "already imported", "known transaction", "nonc
 
 class DisburseRejected(Exception):
     """The node refused the call before anything was sent (a revert in estimation, say); `data` is the
-    revert data when the node gave it (decoded by vip.chain.reverts)."""
+    revert data when the node gave it (decoded by vip.chain.reverts), `block` the block the estimate ran
+    on (the token's state there explains the refusal)."""
 
-    def __init__(self, message: str, data: str | None = None) -> None:
+    def __init__(self, message: str, data: str | None = None, block: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.data = data
+        self.block = block
         self.already_disbursed = (decode_revert(data).error == "AlreadyDisbursed" if data
                                   else "AlreadyDisbursed" in message or "0x9dca1fad" in message)
 
@@ -173,15 +175,18 @@ class Disburser:
         tip = int(await self.rpc.call("eth_maxPriorityFeePerGas"), 16)
         return fees_for(int(block.get("baseFeePerGas") or "0x0", 16), tip, self.fee_cap, self.min_tip)
 
-    async def estimate_gas(self, payout: Payout) -> int:
-        """Gas for disburse(), which also proves the call would succeed now (a revert raises)."""
+    async def estimate_gas(self, payout: Payout, block: int | None = None) -> int:
+        """Gas for disburse(), which also proves the call would succeed (a revert raises), on `block` when
+        given (so a refusal is explained from the same state), else on the node's latest."""
+        params: list[object] = [{"from": self.operator.address, "to": self.contract,
+                                 "data": self._calldata(payout)}]
+        if block is not None:
+            params.append(hex(block))
         try:
-            gas = await self.rpc.call("eth_estimateGas", [{
-                "from": self.operator.address, "to": self.contract, "data": self._calldata(payout)}],
-                max_attempts=1)
+            gas = await self.rpc.call("eth_estimateGas", params, max_attempts=1)
         except RpcError as exc:
             if isinstance(exc, RevertedError) or "revert" in exc.message.lower():
-                raise DisburseRejected(exc.message, exc.data) from exc
+                raise DisburseRejected(exc.message, exc.data, block) from exc
             raise
         return int(gas, 16) * (100 + GAS_HEADROOM_PERCENT) // 100
 
@@ -200,9 +205,9 @@ class Disburser:
     async def sign_new(self, payout: Payout) -> Attempt:
         """Estimate, take the next nonce and sign; the signed transaction is recorded (status `signed`)
         in the same transaction as the nonce is taken, before anyone can broadcast it."""
-        gas = await self.estimate_gas(payout)
-        fees = await self.market_fees()
         sent_from = await self.rpc.block_number()
+        gas = await self.estimate_gas(payout, sent_from)
+        fees = await self.market_fees()
         pending = await self.nonce_at("pending")
         async with self.engine.begin() as conn:
             await conn.execute(pg_insert(operator_nonces).values(

@@ -26,8 +26,10 @@ INSUFFICIENT_ALLOWANCE = "ERR_INSUFFICIENT_ALLOWANCE"
 TRANSFER_FEE = "ERR_TOKEN_TRANSFER_FEE"
 REJECTED = "ERR_DISBURSEMENT_REJECTED"
 REVERTED = "ERR_DISBURSEMENT_REVERTED"
-CAUSES = (RECIPIENT_BLACKLISTED, FUNDING_WALLET_BLACKLISTED, TOKEN_PAUSED, INSUFFICIENT_BALANCE,
-          INSUFFICIENT_ALLOWANCE, TRANSFER_FEE)
+# Causes the token's state shows (it may change: an unpause, a new approve), and all the named ones.
+STATE_CAUSES = (RECIPIENT_BLACKLISTED, FUNDING_WALLET_BLACKLISTED, TOKEN_PAUSED, INSUFFICIENT_BALANCE,
+                INSUFFICIENT_ALLOWANCE)
+CAUSES = (*STATE_CAUSES, TRANSFER_FEE)
 MAX_MESSAGE_CHARS = 600
 
 
@@ -75,9 +77,10 @@ def _cause_from_reason(text: str) -> str | None:
     return None
 
 
-def _cause_from_state(state: TokenState, pull: Pull) -> str | None:
-    """The first switch or shortfall that stops the pull. A blacklisted recipient comes last: USDT only
-    checks the sender, so its recipient flag explains nothing when something else is wrong."""
+def obstacle(state: TokenState, pull: Pull) -> str | None:
+    """The first switch or shortfall in the token's state that stops the pull, or None. A blacklisted
+    recipient comes last: USDT only checks the sender, so its recipient flag explains nothing when
+    something else is wrong."""
     if state.paused:
         return TOKEN_PAUSED
     if state.owner_blacklisted:
@@ -112,7 +115,7 @@ def cause_of(revert: Revert, state: TokenState | None, pull: Pull) -> str | None
     if named is not None:
         return named
     if revert.error in ("TokenReverted", "", "unknown") and state is not None:
-        return _cause_from_state(state, pull)
+        return obstacle(state, pull)
     return None
 
 

@@ -30,8 +30,9 @@ from sqlalchemy import Row, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from vip.chain.clients import RpcClients
 from vip.chain.contracts import ERC1271_MAGIC
-from vip.chain.rpc import RpcClient, RpcError
+from vip.chain.rpc import RpcError
 from vip.clock import Clock
 from vip.config import Settings
 from vip.errors import ChainUnavailable, Conflict, NotFound, Unprocessable, ValidationFailed
@@ -96,8 +97,8 @@ async def issue_challenge(engine: AsyncEngine, clock: Clock, settings: Settings,
     return Challenge(nonce, message, expires_at)
 
 
-async def register(engine: AsyncEngine, clock: Clock, settings: Settings, *, organisation_id: str,
-                   address: str, nonce: str, signature: str) -> tuple[Row[Any], bool]:
+async def register(engine: AsyncEngine, clock: Clock, settings: Settings, rpcs: RpcClients, *,
+                   organisation_id: str, address: str, nonce: str, signature: str) -> tuple[Row[Any], bool]:
     """Register `address` to the organisation on the proof (the wallet's signature of the nonce's message).
     Returns the registration and whether it is new; an address of another organisation is refused (409),
     and nothing changes on any refusal but the nonce being spent by a valid proof."""
@@ -110,7 +111,7 @@ async def register(engine: AsyncEngine, clock: Clock, settings: Settings, *, org
             or challenge.used_at is not None or challenge.expires_at <= now):
         raise Unprocessable("the nonce is unknown, used, expired, or issued for another wallet",
                             {"nonce": nonce}, code="ERR_INVALID_NONCE")
-    kind = await _verify(settings, challenge.network, address, challenge.message, signature)
+    kind = await _verify(settings, rpcs, challenge.network, address, challenge.message, signature)
     async with engine.begin() as conn:
         spent = await conn.scalar(funding_wallet_nonces.update().where(
             funding_wallet_nonces.c.nonce == nonce, funding_wallet_nonces.c.used_at.is_(None),
@@ -230,7 +231,8 @@ async def remove_wallet(engine: AsyncEngine, organisation_id: str, address: str)
         return await remove(conn, organisation_id, address)
 
 
-async def _verify(settings: Settings, network: str, address: str, message: str, signature: str) -> str:
+async def _verify(settings: Settings, rpcs: RpcClients, network: str, address: str, message: str,
+                  signature: str) -> str:
     """`eoa` when the key of `address` signed `message`, `contract` when the wallet's ERC-1271 check
     accepts it; else a 422."""
     signable = encode_defunct(text=message)
@@ -242,25 +244,24 @@ async def _verify(settings: Settings, network: str, address: str, message: str, 
             signer = None
         if signer is not None and signer.lower() == address:
             return "eoa"
-    chain = settings.network(network)
-    if not chain.rpc_url:
+    rpc = rpcs.of(settings.network(network))  # the process's client (read before any transaction)
+    if rpc is None:
         raise ChainUnavailable(f"network {network} has no RPC endpoint to check a contract wallet",
                                {"network": network})
     digest = defunct_hash_message(text=message)
     data = "0x" + (_IS_VALID_SIGNATURE + encode(["bytes32", "bytes"], [digest, raw])).hex()
-    async with RpcClient(chain.name, chain.rpc_url, settings.rpc) as rpc:
-        try:
-            code = await rpc.call("eth_getCode", [to_checksum_address(address), "latest"], max_attempts=2)
+    try:
+        code = await rpc.call("eth_getCode", [to_checksum_address(address), "latest"], max_attempts=2)
+        result = None
+        if code not in (None, "0x", "0x0"):
+            result = await rpc.call("eth_call", [{"to": to_checksum_address(address), "data": data},
+                                                 "latest"], max_attempts=2)
+    except RpcError as exc:
+        if "revert" in exc.message.lower():
             result = None
-            if code not in (None, "0x", "0x0"):
-                result = await rpc.call("eth_call", [{"to": to_checksum_address(address), "data": data},
-                                                     "latest"], max_attempts=2)
-        except RpcError as exc:
-            if "revert" in exc.message.lower():
-                result = None
-            else:
-                raise ChainUnavailable(f"network {network} did not answer the contract wallet check",
-                                       {"network": network}) from exc
+        else:
+            raise ChainUnavailable(f"network {network} did not answer the contract wallet check",
+                                   {"network": network}) from exc
     if isinstance(result, str) and result[:10].lower() == ERC1271_MAGIC:
         return "contract"
     raise Unprocessable("the signature is not the wallet's signature of the registration message",

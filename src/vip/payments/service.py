@@ -93,6 +93,7 @@ async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, r
     # The organisation's own spender (see contracts/src/Disbursement.sol): the funding wallet approves it,
     # and the contract pulls this organisation's intents through it only.
     contract = spender_of(network.disbursement_contract, organisation_id).lower()  # type: ignore[arg-type]
+    created_block = await _latest_block(rpcs, network)
     reset = (request.token == "USDT"
              and await _allowance_not_zero(rpcs, network, token.address, funding, contract))
     allowance = rules.Allowance(network.name, token.address.lower(), funding, contract)
@@ -113,7 +114,7 @@ async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, r
             "network": network.name, "recipient_wallet": recipient, "funding_wallet": funding,
             "contract_address": contract, "metadata": request.metadata,
             "expires_at": now + timedelta(seconds=settings.disbursement.intent_ttl_s),
-            "approval_reset_required": reset, "approval_amount": total,
+            "approval_reset_required": reset, "approval_amount": total, "created_block": created_block,
         }, now)
 
 
@@ -127,6 +128,19 @@ async def _check_intent_parties(conn: AsyncConnection, organisation_id: str, net
         raise Unprocessable("recipient_wallet is not an active connected wallet of this user on "
                             f"{network.name}", {"recipient_wallet": request.recipient_wallet},
                             code="ERR_RECIPIENT_NOT_CONNECTED")
+
+
+async def _latest_block(rpcs: RpcClients, network: NetworkConfig) -> int | None:
+    """The node's latest block as the intent is created (an approval mined above it came after the
+    intent); None when the node does not answer (confirmation then compares block times instead)."""
+    rpc = rpcs.of(network)
+    if rpc is None:
+        return None
+    try:
+        return await rpc.block_number()
+    except RpcError as exc:
+        log.warning("latest block unreadable", network=network.name, error=exc.message[:200])
+        return None
 
 
 async def _allowance_not_zero(rpcs: RpcClients, network: NetworkConfig, token: str, owner: str,

@@ -128,14 +128,18 @@ async def create_intent(conn: AsyncConnection, values: dict[str, Any], now: date
 
 
 async def confirm_intents(conn: AsyncConnection, intent_ids: list[str], approval_tx_hash: str | None,
-                          approval_time: datetime | None, now: datetime) -> int:
+                          approval_block: int | None, approval_time: datetime | None, now: datetime) -> int:
     """Confirm waiting intents, naming the Approval whose allowance covers them (None: an allowance older
     than anything indexed). Coverage is `approval` when that Approval was mined after the intent was
-    created (given for it, or for a later one), `standing_allowance` when the allowance was there first."""
+    created (given for it, or for a later one: above the node's latest block at creation, or, when that
+    block is unknown, in a block timed after the creation), `standing_allowance` when the allowance was
+    there first."""
     coverage: Any = rules.COVERED_BY_STANDING
-    if approval_time is not None:
-        coverage = case((payment_intents.c.created_at < approval_time, rules.COVERED_BY_APPROVAL),
-                        else_=rules.COVERED_BY_STANDING)
+    if approval_block is not None and approval_time is not None:
+        after = case((payment_intents.c.created_block.is_not(None),
+                      payment_intents.c.created_block < approval_block),
+                     else_=payment_intents.c.created_at < approval_time)
+        coverage = case((after, rules.COVERED_BY_APPROVAL), else_=rules.COVERED_BY_STANDING)
     rows = (await conn.execute(update(payment_intents).where(
         payment_intents.c.id.in_(intent_ids), payment_intents.c.status == rules.PENDING_APPROVAL,
     ).values(status=rules.APPROVAL_CONFIRMED, approval_tx_hash=approval_tx_hash, approval_coverage=coverage,

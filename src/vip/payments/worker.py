@@ -14,7 +14,7 @@ from vip import metrics
 from vip.chain.contracts import spender_of
 from vip.chain.operator import OperatorKeyMissing, load_operator
 from vip.chain.rpc import RpcClient
-from vip.chain.token_reads import allowance_at
+from vip.chain.token_reads import allowances_at
 from vip.clock import Clock
 from vip.config import NetworkConfig, Settings
 from vip.ids import new_id
@@ -66,8 +66,7 @@ class ApprovalConfirmer:
         token, owner, spender = allowance.token, allowance.owner, allowance.spender
         # The chain's side first, with no transaction open: the allowance at the final block, and now
         # (a lowering not final yet counts at once; a raising only once it is final).
-        approved = await allowance_at(self.rpc, token, owner, spender, final)
-        approved_now = await allowance_at(self.rpc, token, owner, spender, "latest")
+        approved, approved_now = await allowances_at(self.rpc, token, owner, spender, [final, "latest"])
         async with self.engine.begin() as conn:
             await ledger.lock(conn, allowance)
             book = await ledger.book(conn, allowance, final)
@@ -78,6 +77,7 @@ class ApprovalConfirmer:
             chosen = rules.confirmable(unspent, 0, waiting)
             approval = book.approval
             count = await store.confirm_intents(conn, chosen, approval.tx_hash if approval else None,
+                                                approval.block_number if approval else None,
                                                 approval.block_timestamp if approval else None,
                                                 now) if chosen else 0
             # Past expires_at and kept alive only by approvals now final that did not cover it: expired

@@ -406,8 +406,10 @@ payment_intents = Table(
     # The total allowance the approval instructions ask for: every open intent of the same funding wallet,
     # token and spender plus this one (null on rows older than migration 0019: the intent's own amount).
     Column("approval_amount", UINT256),
-    # approval | standing_allowance: how a confirmed intent is covered (vip.payments.ledger).
+    # approval | standing_allowance: how a confirmed intent is covered (vip.payments.ledger), told by
+    # whether the covering Approval was mined above the node's latest block at creation (`created_block`).
     Column("approval_coverage", Text),
+    Column("created_block", BigInteger),
     Index(None, "status", "network", "created_at"),
     Index(None, "organisation_id", "created_at"),
 )

@@ -3,7 +3,8 @@
 payment_intents.approval_amount: the total allowance an intent's approval instructions ask for (every
 open intent of the same funding wallet, token and spender plus this one; null on older rows, whose
 instructions asked for the intent's own amount). payment_intents.approval_coverage: how a confirmed
-intent is covered, `approval` or `standing_allowance`.
+intent is covered, `approval` or `standing_allowance`; payment_intents.created_block: the node's latest
+block when the intent was created (null when the node did not answer), which tells the two apart.
 
 sign_in_domains: the sites an organisation's borrowers sign in on (EIP-4361 `domain`, with the URI
 prefixes a message may name there).
@@ -25,6 +26,7 @@ depends_on = None
 def upgrade() -> None:
     op.add_column('payment_intents', sa.Column('approval_amount', sa.Numeric(78, 0), nullable=True))
     op.add_column('payment_intents', sa.Column('approval_coverage', sa.Text(), nullable=True))
+    op.add_column('payment_intents', sa.Column('created_block', sa.BigInteger(), nullable=True))
     op.create_table(
         'sign_in_domains',
         sa.Column('organisation_id', sa.Text(), nullable=False),
@@ -40,5 +42,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table('sign_in_domains')
+    op.drop_column('payment_intents', 'created_block')
     op.drop_column('payment_intents', 'approval_coverage')
     op.drop_column('payment_intents', 'approval_amount')
