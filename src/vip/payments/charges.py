@@ -13,7 +13,7 @@ from eth_account.signers.local import LocalAccount
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip import metrics
-from vip.chain.contracts import organisation_key
+from vip.chain.contracts import organisation_key, spender_of
 from vip.chain.reverts import decode_revert
 from vip.chain.rpc import RpcClient, RpcError
 from vip.chain.token_reads import TokenState, token_state
@@ -83,9 +83,10 @@ class ChargeExecutor:
             pull = self._pull(intent)
             state = await self._token_state(disburser, intent, exc.block or "latest")
             failure = failures.explain(decode_revert(exc.data), state, pull, failures.Sending())
-            if failure.code in failures.STATE_CAUSES and exc.block is not None:
-                # The obstacle the estimate met may be gone already (an approve, an unpause since): then
-                # the next pass tries again rather than failing a charge that can now be paid.
+            if (exc.block is not None and state is not None and failures.obstacle(state, pull) is not None):
+                # The obstacle the state showed at the estimate's block may be gone already (an approve,
+                # an unpause since): then the next pass tries again rather than failing a charge that can
+                # now be paid. Only an obstacle the state showed: a refusal it does not explain fails.
                 now = await self._token_state(disburser, intent, "latest")
                 if now is not None and failures.obstacle(now, pull) is None:
                     bound.info("the token's obstacle cleared since the pre-flight: trying again",
@@ -226,18 +227,23 @@ class ChargeExecutor:
         approval = await disburser.mined(charge.approval_tx_hash)
         return approval.block_number if approval else disburser.network.start_block
 
+    def _spender(self, intent) -> str:
+        """The spender the contract pulls this intent through: its organisation's, whatever the row's
+        `contract_address` says (contracts/src/Disbursement.sol)."""
+        return spender_of(self.settings.network(intent.network).disbursement_contract,  # type: ignore[arg-type]
+                          intent.organisation_id).lower()
+
     def _pull(self, intent) -> failures.Pull:
         decimals = self.settings.network(intent.network).tokens[intent.token].decimals
         return failures.Pull(intent.token, decimals, intent.funding_wallet, intent.recipient_wallet,
-                             intent.contract_address, int(intent.amount))
+                             self._spender(intent), int(intent.amount))
 
-    @staticmethod
-    async def _token_state(disburser: Disburser, intent, block: int | str) -> TokenState | None:
-        """The token's switches and the treasury's balance and allowance at `block`, or None when the
-        node does not answer (the failure is then told from the revert data alone)."""
+    async def _token_state(self, disburser: Disburser, intent, block: int | str) -> TokenState | None:
+        """The token's switches and the treasury's balance and allowance to the intent's spender at
+        `block`, or None when the node does not answer (the failure is then told from the revert alone)."""
         try:
             return await token_state(disburser.rpc, intent.token_address, intent.funding_wallet,
-                                     intent.contract_address, intent.recipient_wallet, block)
+                                     self._spender(intent), intent.recipient_wallet, block)
         except RpcError as exc:
             log.warning("token state unreadable; the failure is told from the revert alone",
                         network=intent.network, payment_intent_id=intent.id, error=exc.message[:200])
