@@ -55,7 +55,6 @@ class ChargeExecutor:
         payout = Payout(charge.id, organisation_key(intent.organisation_id), intent.chain_intent_id,
                         intent.token_address, intent.funding_wallet, intent.recipient_wallet,
                         int(intent.amount))
-        bound = log.bind(network=charge.network, charge_id=charge.id, payment_intent_id=intent.id)
         attempts = await disburser.attempts(charge.id)
         if await self._settle_if_mined(disburser, charge, payout, attempts):
             return
@@ -79,30 +78,8 @@ class ChargeExecutor:
         except DisburseRejected as exc:
             if exc.already_disbursed:
                 await self._settle_from_log(disburser, charge, payout)
-                return
-            pull = self._pull(intent)
-            state = await self._token_state(disburser, intent, exc.block or "latest")
-            failure = failures.explain(decode_revert(exc.data), state, pull, failures.Sending())
-            if (exc.block is not None and state is not None and failures.obstacle(state, pull) is not None):
-                # The obstacle the state showed at the estimate's block may be gone already (an approve,
-                # an unpause since): then the next pass tries again rather than failing a charge that can
-                # now be paid. Only an obstacle the state showed: a refusal it does not explain fails.
-                now = await self._token_state(disburser, intent, "latest")
-                if now is not None and failures.obstacle(now, pull) is None:
-                    bound.info("the token's obstacle cleared since the pre-flight: trying again",
-                               failure_code=failure.code)
-                    return
-            if (failure.code == failures.INSUFFICIENT_ALLOWANCE
-                    and await self._reset_in_progress(intent, state)):
-                # The treasury sent USDT's approve(0) of a newer intent's instructions and its raising
-                # approve is not mined yet: the charge waits for it rather than failing (docs/disbursement.md,
-                # "USDT's reset"), until that intent stops waiting.
-                bound.info("charge held: the funding wallet's allowance is being reset for a new approval")
-                return
-            bound.warning("disbursement rejected before sending", failure_code=failure.code,
-                          reason=exc.message[:300])
-            await self._finish(charge, succeeded=False, tx_hash=None, failure_code=failure.code,
-                               failure_message=failure.message)
+            else:
+                await self._refused(disburser, charge, intent, exc)
             return
         deadline = time.monotonic() + wait_s
         while True:
@@ -111,6 +88,33 @@ class ChargeExecutor:
             if time.monotonic() >= deadline:
                 return
             await asyncio.sleep(RECEIPT_POLL_S)
+
+    async def _refused(self, disburser: Disburser, charge, intent, exc: DisburseRejected) -> None:
+        """The contract refused the call before anything was sent: fail the charge with its cause, unless
+        the obstacle has cleared since (tried again next pass) or a USDT reset is under way (held)."""
+        bound = log.bind(network=charge.network, charge_id=charge.id, payment_intent_id=intent.id)
+        pull = self._pull(intent)
+        state = await self._token_state(disburser, intent, exc.block or "latest")
+        failure = failures.explain(decode_revert(exc.data), state, pull, failures.Sending())
+        if exc.block is not None and state is not None and failures.obstacle(state, pull) is not None:
+            # The obstacle the state showed at the estimate's block may be gone already (an approve, an
+            # unpause since): then the next pass tries again rather than failing a charge that can now be
+            # paid. Only an obstacle the state showed: a refusal it does not explain fails (decision 226).
+            now = await self._token_state(disburser, intent, "latest")
+            if now is not None and failures.obstacle(now, pull) is None:
+                bound.info("the token's obstacle cleared since the pre-flight: trying again",
+                           failure_code=failure.code)
+                return
+        if failure.code == failures.INSUFFICIENT_ALLOWANCE and await self._reset_in_progress(intent, state):
+            # The treasury sent USDT's approve(0) of a newer intent's instructions and its raising approve
+            # is not mined yet: the charge waits for it rather than failing (docs/disbursement.md, "USDT's
+            # reset"), until that intent stops waiting.
+            bound.info("charge held: the funding wallet's allowance is being reset for a new approval")
+            return
+        bound.warning("disbursement rejected before sending", failure_code=failure.code,
+                      reason=exc.message[:300])
+        await self._finish(charge, succeeded=False, tx_hash=None, failure_code=failure.code,
+                           failure_message=failure.message)
 
     async def recheck_successes(self, network: str) -> int:
         """Re-check the network's succeeded charges whose block is not final yet: one whose transaction a
