@@ -122,29 +122,34 @@ def payers(transfers: Iterable[Transfer], to: set[str], excluded: set[str]) -> l
     return [address for address, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-async def watch_missing(conn: AsyncConnection, network: str, addresses: Sequence[str],
-                        since: datetime) -> int:
-    """Ask the indexer for the history from `since` of those of `addresses` it does not watch yet (a
-    backfill each); returns how many. One already watched (a counterparty, another user's wallet) is
-    left as it is."""
+async def watch_from(conn: AsyncConnection, network: str, addresses: Sequence[str], since: datetime) -> int:
+    """Ask the indexer for the history from `since` of those of `addresses` it does not hold from then: a
+    backfill of each it does not watch yet, and of the part before its start of each watched from a later
+    time (another user's wallet, a counterparty of a shorter VIP). Returns how many. One watched from a
+    block (the operator's choice) is used as it is."""
     if not addresses:
         return 0
-    watched = set(await conn.scalars(select(watched_addresses.c.address).where(
-        watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)))))
-    added = 0
+    starts = {r.address: r.start_time for r in await conn.execute(
+        select(watched_addresses.c.address, watched_addresses.c.start_time).where(
+            watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses))))}
+    asked = 0
     for address in addresses:
-        if address not in watched:
-            added += await add_watched_address(conn, network, address, "counterparty", start_time=since)
-    return added
+        start = starts.get(address, since)
+        if address not in starts or (start is not None and start > since):
+            await add_watched_address(conn, network, address, "counterparty", start_time=since)
+            asked += 1
+    return asked
 
 
-async def backfilled(conn: AsyncConnection, network: str, addresses: Sequence[str]) -> set[str]:
-    """Those of `addresses` watched with their history backfilled."""
+async def backfilled(conn: AsyncConnection, network: str, addresses: Sequence[str],
+                     since: datetime) -> set[str]:
+    """Those of `addresses` whose history from `since` is backfilled."""
     if not addresses:
         return set()
-    return set(await conn.scalars(select(watched_addresses.c.address).where(
-        watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)),
-        watched_addresses.c.backfill_done_at.is_not(None))))
+    w = watched_addresses
+    return set(await conn.scalars(select(w.c.address).where(
+        w.c.network == network, w.c.address.in_(list(addresses)), w.c.backfill_done_at.is_not(None),
+        or_(w.c.start_time.is_(None), w.c.start_time <= since))))
 
 
 async def pending_backfills(conn: AsyncConnection, network: str, addresses: Sequence[str]) -> int:
