@@ -179,12 +179,14 @@ def test_own_money_back_from_a_payer_a_record_names_is_a_wash_whatever_the_payer
     business += [c.t(payer, addr(200 + i), 1400 * USDC, T0 + timedelta(hours=5 + 6 * i)) for i in range(8)]
     back = c.t(payer, ME, 4000 * USDC, T0 + timedelta(days=4))
     mine = [out, back]
-    assert find_wash_trades(ME, mine, WashTradeConfig(), WashContext(claimable={back.key})) == {out.key, back.key}
+    claimed = WashContext(claimable={back.key})
+    assert find_wash_trades(ME, mine, WashTradeConfig(), claimed) == {out.key, back.key}
     assert find_wash_trades(ME, mine, WashTradeConfig()) == set()
     # A fee to the payroll provider before the salary is not a round trip: the net is the salary.
     fee = c.t(ME, payer, 150 * USDC, T0 + timedelta(days=5))
     salary = c.t(payer, ME, 4000 * USDC, T0 + timedelta(days=5, hours=1))
-    assert find_wash_trades(ME, [fee, salary], WashTradeConfig(), WashContext(claimable={salary.key})) == set()
+    claimed = WashContext(claimable={salary.key})
+    assert find_wash_trades(ME, [fee, salary], WashTradeConfig(), claimed) == set()
     # Through the pipeline: the record naming the payer verifies nothing.
     d = back.timestamp.date()
     record = IncomeRecord("paystream", "payroll", d, Decimal(4000), payer)
@@ -235,7 +237,8 @@ def test_trace_follows_money_not_amounts_however_long_it_waited():
     part = [c.t(a, b, 2000 * USDC, T0 + timedelta(days=6)), c.t(b, ME, 2000 * USDC, T0 + timedelta(days=20))]
     assert traced([out, *part], part[-1]).share == 1
     # Back half a year after it left: still the user's money (no window to wait out).
-    late = [c.t(a, b, 3000 * USDC, T0 + timedelta(days=150)), c.t(b, ME, 3000 * USDC, T0 + timedelta(days=181))]
+    late = [c.t(a, b, 3000 * USDC, T0 + timedelta(days=150)),
+            c.t(b, ME, 3000 * USDC, T0 + timedelta(days=181))]
     assert traced([out, *late], late[-1]).share == 1
 
 

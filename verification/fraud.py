@@ -98,7 +98,7 @@ def _runs_from(items: list[Signed], i: int, counterparty: str, config: WashTrade
     if not returned and counterparty in context.omnibus:
         return set()  # out of and back into the user's account at an exchange
     inflow = outflow = 0
-    claimed = False
+    repaying = True  # so far every outflow of the run gave the counterparty back its own money
     end = first.timestamp + timedelta(days=config.window_days)
     flagged: set[TransferKey] = set()
     for j in range(i, min(len(items), i + MAX_WASH_SPAN)):
@@ -107,13 +107,13 @@ def _runs_from(items: list[Signed], i: int, counterparty: str, config: WashTrade
             break
         if signed > 0:
             inflow += signed
-            claimed = claimed or t.key in context.claimable
         else:
             outflow -= signed
+            repaying = repaying and t.key in context.repaid
         if returned and not (signed > 0 and t.key in context.claimable):
             continue
-        if not returned and not claimed and counterparty in context.lenders:
-            continue  # an advance from the named payer, given back: its money, never income
+        if not returned and repaying and counterparty in context.lenders:
+            continue  # an advance from the named payer given back: its money, not the salary returned
         if inflow and outflow and _balanced(inflow, outflow, j - i + 1, config.max_net_fraction):
             flagged.update(items[k][0].key for k in range(i, j + 1))
     return flagged

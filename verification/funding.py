@@ -27,7 +27,9 @@ from collections import defaultdict, deque
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
+from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 
 from vip.verification.config import FundingTraceConfig
 from vip.verification.model import Transfer, TransferKey
@@ -41,7 +43,7 @@ Piece = tuple[Transfer, int]  # (an inflow of the payer, the units of it the pay
 Seeds = Mapping[TransferKey, int]  # per payment out of the user's wallets: the units that are their own money
 
 
-_FACTORS = {decimals: 10 ** (SCALE - decimals) for decimals in range(SCALE + 1)}
+_FACTORS: dict[int, int] = {decimals: int(10 ** (SCALE - decimals)) for decimals in range(SCALE + 1)}
 
 
 def units(t: Transfer) -> int:
@@ -150,7 +152,12 @@ class Funding:
         return len(self.path) - 1
 
     def self_funded(self, config: FundingTraceConfig) -> bool:
-        return bool(self.path) and self.share > Fraction(config.self_funded_share)
+        return bool(self.path) and self.share > _fraction(config.self_funded_share)
+
+
+@lru_cache(maxsize=8)
+def _fraction(value: Decimal) -> Fraction:
+    return Fraction(value)
 
 
 def stronger(first: Funding, second: Funding | None) -> Funding:
@@ -254,6 +261,32 @@ def own_money(touching: Sequence[Transfer], home: Container[str], ledger: Fundin
     return seeds, fundings
 
 
+def earmarked(touching: Sequence[Transfer], home: Container[str], seeds: Seeds,
+              claimable: Container[TransferKey], omnibus: Container[str]) -> dict[TransferKey, Funding]:
+    """The third accounting, at the payer a record names: the user's own money paid into it and not paid
+    back yet is the first of what it pays them (however long it stayed, whatever else the payer does
+    meanwhile). Per transfer a record could claim, from a payer that is not an omnibus (where the user's
+    deposits are their own account, not the payer's money): the part of it the user's money held there
+    makes up, with the user's payments that make it up (the largest first in the path)."""
+    kept: dict[str, int] = defaultdict(int)
+    paid_in: dict[str, list[Transfer]] = defaultdict(list)  # the user's payments making up `kept`
+    found: dict[TransferKey, Funding] = {}
+    for t in in_chain_order(touching):
+        sender, recipient = t.from_address, t.to_address
+        if sender in home and recipient not in home and seeds.get(t.key, units(t)):
+            kept[recipient] += seeds.get(t.key, units(t))
+            paid_in[recipient].append(t)
+        elif recipient in home and sender not in home and kept[sender]:
+            own = min(kept[sender], units(t))
+            if t.key in claimable and sender not in omnibus:
+                largest = max(paid_in[sender], key=lambda p: seeds.get(p.key, units(p)))
+                found[t.key] = Funding(t, Fraction(own), (largest, t), origins=tuple(paid_in[sender]))
+            kept[sender] -= own
+            if not kept[sender]:
+                paid_in[sender] = []
+    return found
+
+
 def _ceil(value: Fraction) -> int:
     return -(-value.numerator // value.denominator)
 
@@ -272,15 +305,20 @@ class FundingPool:
 
     def __init__(self, transfers: Iterable[Transfer], home: Container[str], config: FundingTraceConfig,
                  known: Container[str] | None = None, payers: Iterable[str] | None = None,
-                 seeds: Seeds | None = None) -> None:
+                 seeds: Seeds | None = None, openings: Mapping[str, int] | None = None) -> None:
         """`payers`: only money that can reach these addresses within `max_hops` is followed (None:
         every address's): the pass then reads only the transfers of the addresses that can. `seeds`: the
-        user's own units of each of their payments (`own_money`; all of each when not given)."""
+        user's own units of each of their payments (`own_money`; all of each when not given).
+        `openings`: what addresses held when their history begins, where known (their balance now less
+        what the history added); elsewhere the least that keeps each of their payments covered."""
         self._home, self._config, self._known, self._seeds = home, config, known, seeds or {}
         ordered = in_chain_order(transfers)
         if payers is not None:
             ordered = _reaching(ordered, set(payers), home, config.max_hops)
         self._balance = _opening_balances(ordered, home)
+        for address, opening in (openings or {}).items():
+            if address not in home and opening > self._balance[address]:
+                self._balance[address] = opening
         self._held: dict[str, list[int]] = {}  # address -> the user's units it holds, by intermediaries - 1
         self.carried: dict[TransferKey, int] = {}  # the user's units every transfer carried
         self.arrived: dict[TransferKey, list[int]] = {}  # into the user's wallets: by intermediaries

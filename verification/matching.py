@@ -139,20 +139,20 @@ def match_income(periods: Sequence[str], records: Iterable[IncomeRecord], inflow
     return [results[p] for p in periods]
 
 
-def claimable(records: Iterable[IncomeRecord], inflows: Iterable[Transfer], config: MatchingConfig
-              ) -> frozenset[TransferKey]:
-    """The inflows some settlement of some record could count, fraud flags aside: what could pass for
-    income. A transfer from a record's origin in its window counts when it is the record's amount within a
-    tier, or a part of a sum that is (a salary in two transfers), or pays it with other records at once;
-    not a refund or a loan from the same payer that no sum needs."""
+def possible_settlements(records: Iterable[IncomeRecord], inflows: Iterable[Transfer], config: MatchingConfig
+                         ) -> set[tuple[Transfer, ...]]:
+    """Every group of inflows some settlement of some record could count, fraud flags aside: what could
+    pass for income. A transfer from a record's origin in its window is in one when it is the record's
+    amount within a tier, or a part of a sum that is (a salary in two transfers), or pays it with other
+    records at once; a refund or a loan from the same payer that no sum needs is in none."""
     ordered = sorted(records, key=lambda r: (r.record_date, r.amount))
     matcher = _Matcher(ordered, inflows, {}, config)
-    found: set[TransferKey] = set()
+    found: set[tuple[Transfer, ...]] = set()
     for i, record in enumerate(ordered):
         clean = matcher.candidates(record)
-        for option in [*matcher.by_sums(record, clean), *matcher.by_shared(i, clean)]:
-            found.update(t.key for t in option.transfers)
-    return frozenset(found)
+        found.update(option.transfers for option in [*matcher.by_sums(record, clean),
+                                                     *matcher.by_shared(i, clean)])
+    return found
 
 
 @dataclass(frozen=True, order=True)

@@ -91,7 +91,8 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
            platforms: Sequence[Platform], periods: Sequence[str], config: VerificationConfig, *,
            known: Mapping[str, Collection[str]] | None = None, capped: Collection[str] = (),
            prior_flags: Mapping[Side, Collection[str]] | None = None,
-           history_from: datetime | None = None) -> Outcome:
+           history_from: datetime | None = None,
+           openings: Mapping[str, Mapping[str, int]] | None = None) -> Outcome:
     """`periods`: the VIP's window (its figures); `records`: every inbound income record of the user (all of
     them label the transfers they match, in the window or not). `transfers`: every indexed transfer from
     `history_from` (the earliest income examined less the trace's `history_days`) that touches the wallets
@@ -99,10 +100,11 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
     then is complete (None: every address `transfers` mentions); `capped`: networks where the trace's fetch
     hit its cap. `prior_flags`: wash and circular flags an earlier run raised, by (wallet address, transfer
     key): kept as if raised now (without evidence), so a flagged transfer never becomes income (decision
-    163)."""
+    163). `openings`: per network, what addresses held (10^-18 USD) when the history begins, where the
+    index knows it (their balance now less what the history added)."""
     whitelisted = frozenset(a for p in platforms for a in p.whitelist) | frozenset(
         r.from_reference for r in records if r.from_reference)
-    screening = _screen(wallets, transfers, records, config, known, whitelisted)
+    screening = _screen(wallets, transfers, records, config, known, whitelisted, openings)
     prior_flags_into(screening.flags, prior_flags, FRAUD_TYPES)
     matched = _match_every_record(periods, records, screening, config)
     income = _income(matched, set(periods))
@@ -117,7 +119,7 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
 
 def _screen(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Sequence[IncomeRecord],
             config: VerificationConfig, known: Mapping[str, Collection[str]] | None,
-            lenders: frozenset[str]) -> Screening:
+            lenders: frozenset[str], openings: Mapping[str, Mapping[str, int]] | None) -> Screening:
     """The fraud screening of every network the user has a wallet on."""
     by_network: dict[str, list[Transfer]] = defaultdict(list)
     for t in transfers:
@@ -126,7 +128,8 @@ def _screen(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: S
     for network in sorted({w.network for w in wallets}):
         screen_network(screening, network, [w for w in wallets if w.network == network],
                        by_network.get(network, []), records, config,
-                       None if known is None else known.get(network, ()), lenders)
+                       None if known is None else known.get(network, ()), lenders,
+                       (openings or {}).get(network))
     return screening
 
 

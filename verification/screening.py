@@ -15,12 +15,13 @@ from vip.verification.funding import (
     Funding,
     FundingLedger,
     FundingPool,
+    earmarked,
     omnibus_addresses,
     own_money,
     stronger,
     units,
 )
-from vip.verification.matching import claimable
+from vip.verification.matching import possible_settlements
 from vip.verification.model import CIRCULAR_FLOW, WASH_TRADE, IncomeRecord, Transfer, TransferKey
 
 # Why the trace could not tell where a payout's money came from (fraud_trace.opaque[].reason).
@@ -76,14 +77,18 @@ class _Network:
     touching: list[Transfer]  # the wallets' transfers
     arriving: list[Transfer]  # into the wallets from outside them, in chain order
     candidates: frozenset[TransferKey]  # of them, those an income record could accept
+    settlements: set[tuple[Transfer, ...]]  # the groups of them a record could be settled by
     known: frozenset[str] | None  # addresses whose history is at hand (None: all)
+    openings: Mapping[str, int] | None  # what addresses held when the history begins, where known
 
 
 def screen_network(screening: Screening, name: str, wallets: list[Wallet], everything: Sequence[Transfer],
                    records: Sequence[IncomeRecord], config: VerificationConfig,
-                   known: Collection[str] | None, lenders: Container[str]) -> None:
-    """Screen one network's transfers into `screening`. `lenders`: the payers the records name."""
-    net = _network(name, wallets, everything, records, config, known)
+                   known: Collection[str] | None, lenders: Container[str],
+                   openings: Mapping[str, int] | None = None) -> None:
+    """Screen one network's transfers into `screening`. `lenders`: the payers the records name;
+    `openings`: what addresses held when the history read begins, where the index knows it."""
+    net = _network(name, wallets, everything, records, config, known, openings)
     trace = config.funding_trace
     omnibus = omnibus_addresses(net.everything, trace)
     ledger = FundingLedger(net.everything, trace.max_pieces, omnibus)
@@ -97,34 +102,58 @@ def screen_network(screening: Screening, name: str, wallets: list[Wallet], every
         # Between two of the user's wallets is neither: it is the same person's money.
         for key in find_wash_trades(w.address, screening.own[w], config.wash_trade, context):
             screening.flags[(w.address, key)].add(WASH_TRADE)
-    fundings = _trace_inflows(screening, net, lifo, seeds, trace)
+    marked = earmarked(net.touching, net.home, seeds, net.candidates, omnibus)
+    fundings = _trace_inflows(screening, net, lifo, marked, seeds, trace)
     flagged = {key for (_, key), codes in screening.flags.items() if codes}
     screening.opaque += _opaque(net, ledger, fundings, seeds, omnibus, flagged, trace)
     screening.inflows += net.arriving
 
 
 def _network(name: str, wallets: list[Wallet], everything: Sequence[Transfer],
-             records: Sequence[IncomeRecord], config: VerificationConfig, known: Collection[str] | None
-             ) -> _Network:
+             records: Sequence[IncomeRecord], config: VerificationConfig, known: Collection[str] | None,
+             openings: Mapping[str, int] | None) -> _Network:
     home = frozenset(w.address for w in wallets)
     touching = [t for t in everything if t.from_address in home or t.to_address in home]
     arriving = sorted((t for t in touching if t.to_address in home and t.from_address not in home),
                       key=lambda t: t.order)
-    candidates = claimable(records, arriving, config.matching)
-    return _Network(name, wallets, home, everything, touching, arriving, candidates,
-                    None if known is None else frozenset(known) | home)
+    settlements = possible_settlements(records, arriving, config.matching)
+    candidates = frozenset(t.key for group in settlements for t in group)
+    return _Network(name, wallets, home, everything, touching, arriving, candidates, settlements,
+                    None if known is None else frozenset(known) | home, openings)
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What each accounting found in one inbound transfer: last in first out for every one, the pool and
+    the earmark at the named payer for those that could pass for income."""
+
+    lifo: Funding
+    pool: Funding | None = None
+    earmark: Funding | None = None
+
+    def each(self) -> tuple[Funding | None, Funding | None, Funding | None]:
+        return (self.lifo, self.pool, self.earmark)
+
+    def strongest(self) -> Funding:
+        return stronger(stronger(self.lifo, self.pool), self.earmark)
 
 
 def _trace_inflows(screening: Screening, net: _Network, lifo: Mapping[TransferKey, Funding],
-                   seeds: Mapping[TransferKey, int], trace: FundingTraceConfig) -> dict[TransferKey, Funding]:
-    """The funding of every inbound transfer (the larger of the two accountings' shares: last in first out
-    for every one, the pool for those that could pass for income), and the flags of the self-funded."""
-    pool = FundingPool(net.everything, net.home, trace, net.known, seeds=seeds,
+                   marked: Mapping[TransferKey, Funding], seeds: Mapping[TransferKey, int],
+                   trace: FundingTraceConfig) -> dict[TransferKey, Funding]:
+    """The funding of every inbound transfer (the largest of the accountings' shares; a part of a sum a
+    record could be settled by, the share of the whole sum), and the flags of the self-funded."""
+    pool = FundingPool(net.everything, net.home, trace, net.known, seeds=seeds, openings=net.openings,
                        payers={t.from_address for t in net.arriving if t.key in net.candidates})
-    fundings: dict[TransferKey, Funding] = {}
+    found = {t.key: _Found(lifo[t.key], pool.funding(t), marked.get(t.key)) if t.key in net.candidates
+             else _Found(lifo[t.key]) for t in net.arriving}
+    fundings = {key: each.strongest() for key, each in found.items()}
+    for group in net.settlements:
+        if len(group) > 1:
+            for t, whole in _as_a_sum(group, found).items():
+                fundings[t.key] = stronger(fundings[t.key], whole)
     for t in net.arriving:
-        funding = stronger(lifo[t.key], pool.funding(t) if t.key in net.candidates else None)
-        fundings[t.key] = funding
+        funding = fundings[t.key]
         screening.traced += 1
         screening.untraced += [(net.name, address, t.tx_hash) for address in sorted(funding.untraced)]
         # Self-funded money is flagged when it could pass for income, and always when it went round
@@ -139,6 +168,24 @@ def _trace_inflows(screening: Screening, net: _Network, lifo: Mapping[TransferKe
             screening.flags[side].add(code)
             screening.evidence[(*side, code)] = funding
     return fundings
+
+
+def _as_a_sum(group: tuple[Transfer, ...], found: Mapping[TransferKey, _Found]) -> dict[Transfer, Funding]:
+    """The parts of a sum a record could be settled by, each with the share of the whole sum the user's
+    money makes up (by the accounting that finds most in the sum), along the path of its largest part:
+    money is matched as a sum, and traced as one."""
+    best: list[Funding] = []
+    for index in range(3):
+        parts = [f for t in group if (f := found[t.key].each()[index]) is not None and f.path]
+        if sum(f.own_units for f in parts) > sum(f.own_units for f in best):
+            best = parts
+    if not best:
+        return {}
+    own = sum((f.own_units for f in best), Fraction(0))
+    total = sum(units(t) for t in group)
+    largest = max(best, key=lambda f: f.own_units)
+    origins = tuple({o.key: o for f in best for o in f.origins}.values())
+    return {t: Funding(t, own * units(t) / total, (*largest.path[:-1], t), origins=origins) for t in group}
 
 
 def _opaque(net: _Network, ledger: FundingLedger, fundings: Mapping[TransferKey, Funding],

@@ -114,7 +114,8 @@ class LabellingJob:
             return gathered
         prior = await labels.prior_flags(conn, wallets)
         outcome = verify(wallets, gathered.transfers, records, platforms, periods, self.config,
-                         known=gathered.known, capped=gathered.capped, prior_flags=prior, history_from=since)
+                         known=gathered.known, capped=gathered.capped, prior_flags=prior, history_from=since,
+                         openings=gathered.openings)
         organisation_id = await conn.scalar(select(users.c.organisation_id).where(users.c.id == row.user_id))
         await labels.store_labels(conn, user_id=row.user_id, organisation_id=organisation_id, outcome=outcome,
                                   now=now)

@@ -32,11 +32,13 @@ POOL_FOLLOW = 16
 @dataclass(frozen=True)
 class TraceInputs:
     """The `verify` arguments read from the index: transfers, per network the addresses whose history is
-    complete, the networks where the fetch cap cut the trace."""
+    complete and what they held when it begins (where their balances are read), the networks where the
+    fetch cap cut the trace."""
 
     transfers: list[Transfer]
     known: dict[str, set[str]]
     capped: set[str]
+    openings: dict[str, dict[str, int]]
 
 
 class TraceCollector:
@@ -79,12 +81,15 @@ class TraceCollector:
                 return FETCHING
         transfers: list[Transfer] = []
         known: dict[str, set[str]] = {}
+        openings: dict[str, dict[str, int]] = {}
         for network, items in own.items():
             seen = {t.key for t in items}
             transfers += items + [t for t in fetched[network] if t.key not in seen]
-            known[network] = {w.address for w in wallets if w.network == network} | await inputs.backfilled(
-                conn, network, wanted[network], since)
-        return TraceInputs(transfers, known, capped)
+            complete = await inputs.backfilled(conn, network, wanted[network], since)
+            known[network] = {w.address for w in wallets if w.network == network} | complete
+            openings[network] = await inputs.opening_balances(conn, self.settings.networks[network],
+                                                              sorted(complete), since)
+        return TraceInputs(transfers, known, capped, openings)
 
     async def _collect(self, conn: AsyncConnection, wallets: list[Wallet], finals: dict[str, int],
                        since: datetime) -> tuple[dict[str, list[Transfer]], dict[str, list[str]],

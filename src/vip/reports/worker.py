@@ -127,7 +127,8 @@ class VipReportJob:
         await labels.lock_user_labels(conn, row.user_id)
         prior = await labels.prior_flags(conn, wallets)
         outcome = verify(wallets, gathered.transfers, records, platforms, periods, config,
-                         known=gathered.known, capped=gathered.capped, prior_flags=prior, history_from=since)
+                         known=gathered.known, capped=gathered.capped, prior_flags=prior, history_from=since,
+                         openings=gathered.openings)
         await labels.store_labels(conn, user_id=row.user_id, organisation_id=row.organisation_id,
                                   outcome=outcome, now=now)
         cashflow = await self._cashflow(conn, wallets, outcome, periods, start, min(as_of, end))
