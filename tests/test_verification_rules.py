@@ -341,6 +341,77 @@ def test_shortfalls_give_tiers_and_a_mismatch_with_details():
         "actual_variance_pct": Decimal("0.07"), "tx_hash": transfers[2].tx_hash}
 
 
+def noon_of(d: date, minutes: int = 0) -> datetime:
+    return datetime.combine(d, datetime.min.time(), UTC) + timedelta(hours=12, minutes=minutes)
+
+
+def test_a_salary_in_several_transfers_is_matched_as_a_sum_and_every_transfer_is_income():
+    """Money, not transfers: a record settled by two or three transfers of its payer within its window,
+    the tier on the sum; every transfer labelled, the first standing for the period, all of them listed."""
+    c = Chain()
+    days = months(3)
+    parts = [[2500, 2500], [3000, 1000, 1000], [4900, 98]]  # exact, exact, close (0.04% short)
+    transfers = [[c.t(EMPLOYER, ME, amount * USDC, noon_of(d, 7 * i), token="USDT" if i else "USDC")
+                  for i, amount in enumerate(split)] for d, split in zip(days, parts, strict=True)]
+    outcome = run([t for split in transfers for t in split], salary_records(Decimal(5000), days),
+                  ["2026-01", "2026-02", "2026-03"])
+    assert outcome.figures.status == "verified"
+    assert [p.confidence for p in outcome.periods] == ["exact", "exact", "close"]
+    assert [p.received for p in outcome.periods] == [Decimal(5000), Decimal(5000), Decimal(4998)]
+    labels = outcome.labels[Wallet("wal_1", ME, "local")]
+    assert all(labels[t.key].classification == "verified_income" for split in transfers for t in split)
+    body = vip_report(outcome, vip_id="vip_1", user_id="usr_1", generated_at=T0)
+    for period, split in zip(body["verified_periods"], transfers, strict=True):
+        assert period["tx_hash"] == split[0].tx_hash
+        assert [x["tx_hash"] for x in period["transfers"]] == [t.tx_hash for t in split]
+        assert sum(x["amount_usd"] for x in period["transfers"]) == period["received_amount"]
+
+
+def test_one_transfer_settles_several_records_and_is_never_counted_twice():
+    """A salary and a reimbursement recorded apart, paid together: one transfer settles both (the sum in
+    a tier), each record counts its own amount. A transfer counted once is not counted again: two records
+    of 5,000 with one transfer of 5,000 settle one of them only."""
+    c = Chain()
+    d = date(2026, 1, 25)
+    together = c.t(EMPLOYER, ME, 5300 * USDC, noon_of(d))
+    records = [IncomeRecord("paystream", "payroll", d, Decimal(5000), EMPLOYER, PLATFORM.whitelist),
+               IncomeRecord("paystream", "expenses", d - timedelta(days=1), Decimal(300), EMPLOYER,
+                            PLATFORM.whitelist)]
+    outcome = run([together], records, ["2026-01"])
+    (period,) = outcome.periods
+    assert period.verified and period.confidence == "exact" and period.received == Decimal(5300)
+    assert sorted(m.received for m in period.records) == [Decimal(300), Decimal(5000)]
+    assert period.transfers == [together]
+    twice = run([c.t(EMPLOYER, ME, 5000 * USDC, noon_of(d))], salary_records(Decimal(5000), [d, d]),
+                ["2026-01"])
+    assert not twice.periods[0].verified
+    assert [bool(m.transfers) for m in twice.periods[0].records] == [True, False]
+
+
+def test_a_sum_short_of_every_tier_names_the_closest_sum():
+    c = Chain()
+    d = date(2026, 1, 25)
+    parts = [c.t(EMPLOYER, ME, 2500 * USDC, noon_of(d)), c.t(EMPLOYER, ME, 2000 * USDC, noon_of(d, 3))]
+    outcome = run(parts, salary_records(Decimal(5000), [d]), ["2026-01"])
+    (reason,) = outcome.periods[0].reasons()
+    assert reason["code"] == INCOME_MISMATCH
+    assert reason["details"]["received_amount"] == Decimal(4500)
+    assert reason["details"]["tx_hashes"] == [t.tx_hash for t in parts]
+
+
+def test_a_refund_from_the_employer_is_not_part_of_the_salary():
+    """Only transfers a sum needs are taken: the salary settles the record, a refund beside it from the
+    same payer stays out of it (and, no record needing it, is not taken for income)."""
+    c = Chain()
+    d = date(2026, 1, 25)
+    bought = c.t(ME, EMPLOYER, 300 * USDC, noon_of(d) - timedelta(days=2))
+    refund = c.t(EMPLOYER, ME, 300 * USDC, noon_of(d, -60))
+    salary = c.t(EMPLOYER, ME, 5000 * USDC, noon_of(d))
+    outcome = run([bought, refund, salary], salary_records(Decimal(5000), [d]), ["2026-01"])
+    assert outcome.periods[0].transfers == [salary] and outcome.findings == []
+    assert outcome.labels[Wallet("wal_1", ME, "local")][refund.key].classification == "p2p"
+
+
 def test_salary_washed_back_is_not_income_and_unknown_origin_is_flagged():
     c = Chain()
     d = date(2026, 1, 25)

@@ -7,7 +7,7 @@ platform whitelists), (2) land between `days_before` and `days_after` around the
 flagged wash or circular, and (4) carry the expected amount in their sum within a tier: `exact` (0%),
 `close` (<= 2%) or `approximate` (<= 5%). One transfer may settle several records at once (their sum).
 A transfer counted for one settlement is never counted again. Records are taken in date order; each takes
-its best settlement (best tier, then fewest parts, smallest amount difference, nearest dates, earliest).
+its best settlement (best tier, then smallest amount difference, fewest parts, nearest dates, earliest).
 """
 
 from __future__ import annotations
@@ -158,12 +158,12 @@ def possible_settlements(records: Iterable[IncomeRecord], inflows: Iterable[Tran
 @dataclass(frozen=True, order=True)
 class _Settlement:
     """One way to settle a record: some transfers of one payer against it and, when a single transfer
-    pays several, the other records it settles too. Ordered best first: better tier, fewer parts, closer
-    amount, nearer dates, earlier."""
+    pays several, the other records it settles too. Ordered best first: better tier, closer amount, fewer
+    parts (an exact single transfer before any sum), nearer dates, earlier."""
 
     rank: int  # the tier's index in CONFIDENCE_ORDER
-    parts: int  # transfers + records
     difference: Decimal
+    parts: int  # transfers + records
     days_off: int
     first: tuple[int, int]
     transfers: tuple[Transfer, ...] = field(compare=False)
@@ -255,8 +255,8 @@ class _Matcher:
             return None
         days_off = max(abs((t.timestamp.date() - r.record_date).days) for t in transfers for r in records)
         ordered = tuple(sorted(transfers, key=lambda t: t.order))
-        return _Settlement(CONFIDENCE_ORDER.index(confidence), len(transfers) + len(records),
-                           abs(received - expected), days_off, ordered[0].order, ordered, others)
+        return _Settlement(CONFIDENCE_ORDER.index(confidence), abs(received - expected),
+                           len(transfers) + len(records), days_off, ordered[0].order, ordered, others)
 
     def _reasons(self, record: IncomeRecord, candidates: list[Transfer], clean: list[Transfer]
                  ) -> tuple[dict[str, Any], ...]:
