@@ -275,6 +275,89 @@ def test_an_address_not_fetched_is_named_not_guessed():
     assert funding.share == 0 and funding.untraced == {a}
 
 
+def one_record(transfers, payer, amount, on):
+    """verify() for one record naming `payer` for `amount` on `on`, over `transfers`."""
+    record = IncomeRecord("paystream", "payroll", on, Decimal(amount), payer)
+    return verify([Wallet("wal_1", ME, "local")], transfers, [record],
+                  [Platform("paystream", "payroll", frozenset())], [f"{on:%Y-%m}"], CONFIG)
+
+
+def test_a_salary_advance_given_back_is_the_employers_money_not_the_users():
+    """The employer advances a whole salary mid-month (no record claims it); the user gives it back the
+    day before payday, after the employer's payroll funding. The repayment is the employer's own money going
+    home: the salary is clean and verifies, and the advance in and out is no pass-through."""
+    c = Chain()
+    company = addr(0xC0)
+    advance = c.t(EMPLOYER, ME, 5000 * USDC, T0 + timedelta(days=10))
+    c.t(ME, addr(0x51), 100 * USDC, T0 + timedelta(days=11))  # some spending
+    funded = c.t(company, EMPLOYER, 250_000 * USDC, T0 + timedelta(days=22))
+    repaid = c.t(ME, EMPLOYER, 5000 * USDC, T0 + timedelta(days=23))
+    salary = c.t(EMPLOYER, ME, 5000 * USDC, T0 + timedelta(days=24))
+    outcome = one_record([advance, funded, repaid, salary], EMPLOYER, 5000, salary.timestamp.date())
+    assert outcome.figures.status == "verified" and outcome.findings == []
+    # The same payments without the advance: the user's own 5,000 back from the named payer.
+    outcome = one_record([funded, repaid, salary], EMPLOYER, 5000, salary.timestamp.date())
+    assert outcome.figures.status == "unverified"
+    assert {f.transfer for f in outcome.findings} == {repaid, salary}
+
+
+def test_a_loan_cycled_as_monthly_salary_is_caught_from_the_second_month():
+    """A friend's 3,000 reaches the named payer once; it pays the user 3,000 as January's salary, the user
+    sends it back, and it pays it again as February's. Money a record claims is the user's once received:
+    February's salary is the user's money back."""
+    c = Chain()
+    payer = addr(0xB0)
+    days = [date(2026, 1, 25), date(2026, 2, 25)]
+    at = [datetime.combine(d, datetime.min.time(), UTC) + timedelta(hours=12) for d in days]
+    lent = c.t(addr(0xF1), payer, 3000 * USDC, at[0] - timedelta(days=3))
+    january = c.t(payer, ME, 3000 * USDC, at[0])
+    back = c.t(ME, payer, 3000 * USDC, at[0] + timedelta(days=10))
+    february = c.t(payer, ME, 3000 * USDC, at[1])
+    records = [IncomeRecord("paystream", "payroll", d, Decimal(3000), payer) for d in days]
+    outcome = verify([Wallet("wal_1", ME, "local")], [lent, january, back, february], records,
+                     [Platform("paystream", "payroll", frozenset())], ["2026-01", "2026-02"], CONFIG)
+    assert [p.verified for p in outcome.periods] == [True, False]
+    assert {f.transfer for f in outcome.findings} == {back, february}
+
+
+def test_an_opening_balance_from_the_index_is_never_the_users_money():
+    """An employer whose treasury is older than the history read pays a salary the day after the user
+    bought 45% of a salary's worth from it. Its opening balance (from the index) dilutes the purchase in
+    the pool; last in first out finds 45%; the earmark 45%: clean. The payout is named in the trace's
+    opaque list: most of it came from money held before the history."""
+    c = Chain()
+    bought = c.t(ME, EMPLOYER, 2250 * USDC, T0 + timedelta(days=23))
+    salary = c.t(EMPLOYER, ME, 5000 * USDC, T0 + timedelta(days=24))
+    record = IncomeRecord("paystream", "payroll", salary.timestamp.date(), Decimal(5000), EMPLOYER)
+    outcome = verify([Wallet("wal_1", ME, "local")], [bought, salary], [record],
+                     [Platform("paystream", "payroll", frozenset())], ["2026-01"], CONFIG,
+                     openings={"local": {EMPLOYER: 10**6 * USDC * 10**12}})
+    assert outcome.figures.status == "verified" and outcome.findings == []
+    (opaque,) = outcome.trace.opaque
+    assert (opaque.transfer, opaque.reason, opaque.address) == (salary, "held_before_history", EMPLOYER)
+    assert opaque.units == 2750 * USDC * 10**12
+
+
+def test_money_kept_in_an_omnibus_is_named_not_guessed():
+    """The user deposits 15,000 at an exchange's hot wallet (dozens of strangers a day use it); weeks later
+    the exchange pays a fresh address 5,000, which pays the user as the record's salary. The chain cannot
+    tell whose money the exchange paid out: nothing is flagged, the payout is named as `omnibus` with the
+    15,000 the user keeps there."""
+    c = Chain()
+    hub, payer = addr(0xE0), addr(0xB7)
+    moves = [c.t(addr(0x1000 + i), hub, 900 * USDC, T0 + timedelta(minutes=20 * i)) for i in range(40)]
+    deposit = c.t(ME, hub, 15_000 * USDC, T0 + timedelta(days=1))
+    moves += [c.t(addr(0x2000 + i), hub, 700 * USDC, T0 + timedelta(days=20, minutes=9 * i))
+              for i in range(80)]
+    withdrawal = c.t(hub, payer, 5000 * USDC, T0 + timedelta(days=21))
+    salary = c.t(payer, ME, 5000 * USDC, T0 + timedelta(days=24))
+    outcome = one_record([*moves, deposit, withdrawal, salary], payer, 5000, salary.timestamp.date())
+    assert outcome.figures.status == "verified" and outcome.findings == []
+    (opaque,) = outcome.trace.opaque
+    assert (opaque.transfer, opaque.reason, opaque.address) == (salary, "omnibus", hub)
+    assert opaque.units == 15_000 * USDC * 10**12
+
+
 # --- matching and the VIP ----------------------------------------------------------------------------------
 
 def months(n: int, day: int = 25) -> list[date]:
