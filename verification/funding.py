@@ -26,10 +26,10 @@ import bisect
 from collections import defaultdict, deque
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC
 from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
+from itertools import pairwise
 
 from vip.verification.config import FundingTraceConfig
 from vip.verification.model import Transfer, TransferKey
@@ -52,18 +52,36 @@ def units(t: Transfer) -> int:
 
 
 def in_chain_order(transfers: Iterable[Transfer]) -> list[Transfer]:
-    """Each transfer once, in chain order."""
-    return sorted({t.key: t for t in transfers}.values(), key=lambda t: t.order)
+    """Each transfer once, in chain order (a list already so is returned as it is, checked in one pass)."""
+    items = list(transfers)
+    if all(a.order < b.order for a, b in pairwise(items)):
+        return items
+    return sorted({t.key: t for t in items}.values(), key=lambda t: t.order)
 
 
-def omnibus_addresses(transfers: Iterable[Transfer], config: FundingTraceConfig) -> frozenset[str]:
-    """Addresses paid by at least `omnibus_senders_per_day` different senders within one UTC day."""
-    senders: dict[tuple[str, object], set[str]] = defaultdict(set)
-    for t in transfers:
-        if t.from_address != t.to_address:
-            senders[(t.to_address, t.timestamp.astimezone(UTC).date())].add(t.from_address)
-    return frozenset(address for (address, _), seen in senders.items()
-                     if len(seen) >= config.omnibus_senders_per_day)
+class Omnibus:
+    """Which addresses are omnibus wallets: paid by at least `omnibus_senders_per_day` different senders
+    within one UTC day (an exchange's hot wallet, a payroll provider's pool). Worked out per address when
+    first asked (most addresses of a network's transfers never are)."""
+
+    def __init__(self, transfers: Iterable[Transfer], config: FundingTraceConfig) -> None:
+        self._threshold = config.omnibus_senders_per_day
+        self._inflows: dict[str, list[Transfer]] = defaultdict(list)
+        for t in transfers:
+            if t.from_address != t.to_address:
+                self._inflows[t.to_address].append(t)
+        self._found: dict[str, bool] = {}
+
+    def __contains__(self, address: object) -> bool:
+        if not isinstance(address, str):
+            return False
+        found = self._found.get(address)
+        if found is None:
+            senders: dict[int, set[str]] = defaultdict(set)
+            for t in self._inflows.get(address, ()):
+                senders[int(t.timestamp.timestamp()) // 86400].add(t.from_address)
+            found = self._found[address] = any(len(s) >= self._threshold for s in senders.values())
+        return found
 
 
 class FundingLedger:

@@ -15,8 +15,9 @@ from vip.verification.funding import (
     Funding,
     FundingLedger,
     FundingPool,
+    Omnibus,
     earmarked,
-    omnibus_addresses,
+    in_chain_order,
     own_money,
     stronger,
     units,
@@ -90,7 +91,7 @@ def screen_network(screening: Screening, name: str, wallets: list[Wallet], every
     `openings`: what addresses held when the history read begins, where the index knows it."""
     net = _network(name, wallets, everything, records, config, known, openings)
     trace = config.funding_trace
-    omnibus = omnibus_addresses(net.everything, trace)
+    omnibus = Omnibus(net.everything, trace)
     ledger = FundingLedger(net.everything, trace.max_pieces, omnibus)
     seeds, lifo = own_money(net.touching, net.home, ledger, trace, net.known, net.candidates)
     for w in wallets:
@@ -113,9 +114,9 @@ def _network(name: str, wallets: list[Wallet], everything: Sequence[Transfer],
              records: Sequence[IncomeRecord], config: VerificationConfig, known: Collection[str] | None,
              openings: Mapping[str, int] | None) -> _Network:
     home = frozenset(w.address for w in wallets)
+    everything = in_chain_order(everything)
     touching = [t for t in everything if t.from_address in home or t.to_address in home]
-    arriving = sorted((t for t in touching if t.to_address in home and t.from_address not in home),
-                      key=lambda t: t.order)
+    arriving = [t for t in touching if t.to_address in home and t.from_address not in home]
     settlements = possible_settlements(records, arriving, config.matching)
     candidates = frozenset(t.key for group in settlements for t in group)
     return _Network(name, wallets, home, everything, touching, arriving, candidates, settlements,
@@ -189,7 +190,7 @@ def _as_a_sum(group: tuple[Transfer, ...], found: Mapping[TransferKey, _Found]) 
 
 
 def _opaque(net: _Network, ledger: FundingLedger, fundings: Mapping[TransferKey, Funding],
-            seeds: Mapping[TransferKey, int], omnibus: frozenset[str], flagged: Container[TransferKey],
+            seeds: Mapping[TransferKey, int], omnibus: Container[str], flagged: Container[TransferKey],
             trace: FundingTraceConfig) -> list[Opaque]:
     """The transfers a record could claim, not flagged, whose origin the trace could not see: mostly paid
     from money their payer held before the history read, or come through an omnibus in which the user
