@@ -1,10 +1,10 @@
 """An adversarial corpus for the fraud rules: borrowers who fake income the ways a fraudster would, and
 honest borrowers whose money looks like it. Run on the pure pipeline (`vip.verification.pipeline.verify`)
 over every transfer the job's fetch would gather for them (their own, their payers', their payers' payers',
-and the busy hubs' traffic around the borrower's use of them).
+and the busy hubs' traffic around the borrower's use of them), with the opening balances the job reads
+from the index for the addresses funded before the history read.
 
-Fraud strategies (each borrower fakes some or all of six monthly salaries; a fake month's platform record
-names the address that pays the salary):
+Fraud strategies faked a month at a time (a fake month's platform record names the address that pays it):
   one_hop          own money to an address, back as salary from it
   multi_hop        out and back through 2 to 4 intermediaries
   payer_in_loop    the named payer has an honest-looking history of its own (small payments from others)
@@ -19,6 +19,16 @@ names the address that pays the salary):
   chain_then_split out through two intermediaries, the last pays the salary in two transfers a month
   payer_with_business  the named payer runs a small business of its own: strangers pay it and it pays
                    strangers a few times a day, before, between and after the user's money and the salary
+  late_round_trip  the same payer, the money back 8 to 20 days later (past the wash window), 85-115% of it
+  split_payout     the user's money paid back as one record's salary in two or three transfers
+  shared_transfer  a salary and a bonus record paid by one transfer of the user's money
+Fraud strategies faked all at once (every fake month's money leaves before the first is paid):
+  patient_escrow   one transfer parked with a fresh address 2 to 6 months before it pays month by month
+  escrow_chain     the lump through one more address: passed on at once, or month by month
+  drip_escrow      a quarter of a salary dripped into the payer every week from two months before
+  dusted_escrow    the escrow, the payer made to look busy with 300 small payments from strangers
+Self-funding no on-chain trace can see (must be named in fraud_trace.opaque, not guessed):
+  escrow_via_exchange  the lump deposited at a busy exchange, an accomplice withdrawing each salary
 
 Honest look-alikes (all six months paid by the employer):
   hub_user         salary from a busy payroll provider; deposits to and withdrawals from a busy exchange
@@ -29,15 +39,26 @@ Honest look-alikes (all six months paid by the employer):
   own_savings      moves money to a second connected wallet and back
   client_customer  a freelancer paid by clients the borrower also buys from
   dex_swapper      swaps salary on a DEX router now and then
+  salary_advance   the employer advances 30-100% of a salary mid-month; given back days later, the day
+                   before payday or the day after
+  buys_from_employer   buys 5-45% of a salary's worth from the employer a month, now and then the day
+                   before payday
+  exchange_savings 20-60% of each salary parked with a busy exchange the employer funds its payroll from;
+                   some withdrawn months later, some taken out and put back within days
+  split_salary     each salary in two or three transfers minutes apart (USDC and USDT)
+  merged_records   a salary and a reimbursement recorded apart, paid by one transfer
+  employer_loan    the employer lends two to three salaries once; repaid in monthly instalments
+  quiet_employer   the employer's treasury is older than the history read; the user buys from it
 
 Prints, per family, precision and recall of the fraud flags (a transfer is positive when it is flagged
 wash_trade or circular; truth: the salaries a fraudster funded and the payments that funded them), the
-share of honest look-alike borrowers with any flag, the VIP status accuracy, and the pure pipeline's time
-for one 12-month borrower with `--big-transfers` transfers.
+share of honest look-alike borrowers with any flag, the VIP status accuracy, how many of the hidden
+payouts are named as opaque, and the pure pipeline's time for one 12-month borrower with
+`--big-transfers` transfers.
 
 Run (from the repository root):
     .venv/bin/python bench/verification_adversarial.py
-    .venv/bin/python bench/verification_adversarial.py --per-family 60 --seed 7
+    .venv/bin/python bench/verification_adversarial.py --per-family 100 --seed 7
 """
 
 from __future__ import annotations
@@ -700,12 +721,16 @@ def main() -> None:
                 big.send(big.wallets[0], big.rng.choice(merchants), big.rng.randint(5, 300) * UNIT, at)
     transfers = big.transfers()
     wallets = [Wallet("wal_big", big.wallets[0], NETWORK)]
-    start = time.perf_counter()
-    outcome = verify(wallets, transfers, big.records, [Platform("paystream", "payroll", frozenset())],
-                     periods, config)
-    took = time.perf_counter() - start
+    took = []
+    for _ in range(3):  # the machine is shared: the best of three, and the median
+        start = time.perf_counter()
+        outcome = verify(wallets, transfers, big.records, [Platform("paystream", "payroll", frozenset())],
+                         periods, config)
+        took.append(time.perf_counter() - start)
+    took.sort()
     print(f"\none 12-month VIP, {len(transfers)} transfers ({outcome.trace.traced} inbound traced), "
-          f"pure pipeline: {took * 1000:.0f} ms, status {outcome.figures.status}")
+          f"pure pipeline: {took[0] * 1000:.0f} ms (median of 3: {took[1] * 1000:.0f} ms), "
+          f"status {outcome.figures.status}")
 
 
 if __name__ == "__main__":

@@ -253,15 +253,16 @@ class _Walk:
 
 
 def own_money(touching: Sequence[Transfer], home: Container[str], ledger: FundingLedger,
-              config: FundingTraceConfig, known: Container[str] | None, claimable: Container[TransferKey]
+              config: FundingTraceConfig, known: Container[str] | None, described: Container[TransferKey]
               ) -> tuple[dict[TransferKey, int], dict[TransferKey, Funding]]:
     """The user's money leaving their wallets (`seeds`: per payment out of them, the units that are their
     own) and, on the way, the last-in-first-out funding of every transfer into them from outside.
 
-    In chain order: a payment into the wallets that no record could claim (`claimable`) and that the trace
-    does not find to be the user's own money is its payer's money the user now holds (an advance, a loan);
-    the user's next payments to that payer repay it first, and that part of them is the payer's money going
-    back, not the user's. Money a record could claim as income is the user's once received."""
+    In chain order: a payment into the wallets that no record could be describing (`described`: from a
+    record's origin in its date window, whatever the amount) and that the trace does not find to be the
+    user's own money is its payer's money the user now holds (an advance, a loan); the user's next
+    payments to that payer repay it first, and that part of them is the payer's money going back, not the
+    user's. A payout a record describes (paid in full or short) is the user's once received."""
     seeds: dict[TransferKey, int] = {}
     fundings: dict[TransferKey, Funding] = {}
     owed: dict[str, int] = defaultdict(int)  # per payer: its money the user holds, not repaid yet
@@ -274,7 +275,7 @@ def own_money(touching: Sequence[Transfer], home: Container[str], ledger: Fundin
         elif recipient in home and sender not in home:
             funding = trace_funding(t, ledger, home, config, known, seeds)
             fundings[t.key] = funding
-            if t.key not in claimable:
+            if t.key not in described:
                 owed[sender] += units(t) - _ceil(funding.own_units)
     return seeds, fundings
 

@@ -155,6 +155,14 @@ def possible_settlements(records: Iterable[IncomeRecord], inflows: Iterable[Tran
     return found
 
 
+def in_record_windows(records: Iterable[IncomeRecord], inflows: Iterable[Transfer], config: MatchingConfig
+                      ) -> frozenset[TransferKey]:
+    """The inflows some record could be describing, whatever their amount: from an origin it accepts,
+    within its date window (a salary paid short is still the salary, not a loan)."""
+    matcher = _Matcher(list(records), inflows, {}, config)
+    return frozenset(t.key for record in matcher.records for t in matcher.candidates(record))
+
+
 @dataclass(frozen=True, order=True)
 class _Settlement:
     """One way to settle a record: some transfers of one payer against it and, when a single transfer

@@ -22,7 +22,7 @@ from vip.verification.funding import (
     stronger,
     units,
 )
-from vip.verification.matching import possible_settlements
+from vip.verification.matching import in_record_windows, possible_settlements
 from vip.verification.model import CIRCULAR_FLOW, WASH_TRADE, IncomeRecord, Transfer, TransferKey
 
 # Why the trace could not tell where a payout's money came from (fraud_trace.opaque[].reason).
@@ -78,6 +78,7 @@ class _Network:
     touching: list[Transfer]  # the wallets' transfers
     arriving: list[Transfer]  # into the wallets from outside them, in chain order
     candidates: frozenset[TransferKey]  # of them, those an income record could accept
+    described: frozenset[TransferKey]  # of them, those from a record's origin in its window (any amount)
     settlements: set[tuple[Transfer, ...]]  # the groups of them a record could be settled by
     known: frozenset[str] | None  # addresses whose history is at hand (None: all)
     openings: Mapping[str, int] | None  # what addresses held when the history begins, where known
@@ -93,7 +94,7 @@ def screen_network(screening: Screening, name: str, wallets: list[Wallet], every
     trace = config.funding_trace
     omnibus = Omnibus(net.everything, trace)
     ledger = FundingLedger(net.everything, trace.max_pieces, omnibus)
-    seeds, lifo = own_money(net.touching, net.home, ledger, trace, net.known, net.candidates)
+    seeds, lifo = own_money(net.touching, net.home, ledger, trace, net.known, net.described)
     for w in wallets:
         screening.own[w] = [t for t in net.touching if w.address in (t.from_address, t.to_address)]
     repaid = {t.key for t in net.touching if t.key in seeds and 2 * seeds[t.key] < units(t)}
@@ -119,7 +120,8 @@ def _network(name: str, wallets: list[Wallet], everything: Sequence[Transfer],
     arriving = [t for t in touching if t.to_address in home and t.from_address not in home]
     settlements = possible_settlements(records, arriving, config.matching)
     candidates = frozenset(t.key for group in settlements for t in group)
-    return _Network(name, wallets, home, everything, touching, arriving, candidates, settlements,
+    described = in_record_windows(records, arriving, config.matching)
+    return _Network(name, wallets, home, everything, touching, arriving, candidates, described, settlements,
                     None if known is None else frozenset(known) | home, openings)
 
 

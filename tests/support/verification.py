@@ -15,6 +15,7 @@ from typing import Any
 
 from eth_account import Account
 from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
@@ -22,7 +23,7 @@ from tests.support.indexer import running_indexer, wait_synced
 from tests.support.wallets import connect
 from vip.api.jsonio import dumps, loads
 from vip.config import RateLimitConfig
-from vip.store.tables import outbox_events, vip_reports
+from vip.store.tables import outbox_events, vip_reports, watched_addresses
 from vip.verification.config import CircularFlowConfig, VerificationConfig
 
 USDC = 10**6
@@ -141,6 +142,16 @@ class Borrower:
                                       .order_by(outbox_events.c.seq))
         return [(r.type, r.data["object"]) for r in rows if r.type.startswith(prefix)
                 and r.data["object"].get("user_id") == self.user_id]
+
+
+async def indexed_from(engine, network: str, addresses: Sequence[str], start: datetime,
+                       reason: str = "counterparty") -> None:
+    """Addresses as the indexer leaves them once their history from `start` is backfilled (no indexer
+    runs in the test: the job never waits on a fetch)."""
+    async with engine.begin() as conn:
+        await conn.execute(pg_insert(watched_addresses).on_conflict_do_nothing(), [
+            {"network": network, "address": a, "reason": reason, "start_time": start,
+             "backfill_done_at": start} for a in addresses])
 
 
 def fresh_address(chain: ChainDriver) -> str:
