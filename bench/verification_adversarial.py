@@ -704,8 +704,12 @@ def main() -> None:
         _, fp, _, any_flag, n, right = stats[family]
         print(f"\n{family}: {named}/{hidden} faked payouts named in fraud_trace.opaque; borrowers flagged "
               f"{any_flag}/{n}; status right (verified: the chain cannot tell) {right}/{n}")
-    right = sum(s[5] for s in stats.values())
-    print(f"\nVIP status right: {right}/{borrowers} = {right / borrowers:.4f}")
+    # The opaque family's status is what the chain lets the VIP say (verified, the payouts named): it is
+    # counted apart, not as a right answer.
+    counted = [s for family, s in stats.items() if family not in OPAQUE]
+    right, total = sum(s[5] for s in counted), sum(s[4] for s in counted)
+    print(f"\nVIP status right (fraud families and honest look-alikes): {right}/{total} "
+          f"= {right / total:.4f}")
 
     big = Case("dex_swapper", random.Random(args.seed + 1), ["0x" + "11" * 20], "0x" + "22" * 20, hubs["dex"])
     periods = [f"{2025 + (m + 6) // 12}-{(m + 6) % 12 + 1:02d}" for m in range(12)]
