@@ -286,23 +286,28 @@ def earmarked(touching: Sequence[Transfer], home: Container[str], seeds: Seeds,
     back yet is the first of what it pays them (however long it stayed, whatever else the payer does
     meanwhile). Per transfer a record could claim, from a payer that is not an omnibus (where the user's
     deposits are their own account, not the payer's money): the part of it the user's money held there
-    makes up, with the user's payments that make it up (the largest first in the path)."""
-    kept: dict[str, int] = defaultdict(int)
-    paid_in: dict[str, list[Transfer]] = defaultdict(list)  # the user's payments making up `kept`
+    makes up, and the user's payments it takes that money from (their latest first)."""
+    kept: dict[str, list[Piece]] = defaultdict(list)  # per payer: the user's payments into it, what is left
     found: dict[TransferKey, Funding] = {}
     for t in in_chain_order(touching):
         sender, recipient = t.from_address, t.to_address
         if sender in home and recipient not in home and seeds.get(t.key, units(t)):
-            kept[recipient] += seeds.get(t.key, units(t))
-            paid_in[recipient].append(t)
+            kept[recipient].append((t, seeds.get(t.key, units(t))))
         elif recipient in home and sender not in home and kept[sender]:
-            own = min(kept[sender], units(t))
+            taken, need = [], units(t)
+            while need and kept[sender]:
+                payment, left = kept[sender][-1]
+                take = min(need, left)
+                taken.append((payment, take))
+                need -= take
+                if take == left:
+                    kept[sender].pop()
+                else:
+                    kept[sender][-1] = (payment, left - take)
             if t.key in claimable and sender not in omnibus:
-                largest = max(paid_in[sender], key=lambda p: seeds.get(p.key, units(p)))
-                found[t.key] = Funding(t, Fraction(own), (largest, t), origins=tuple(paid_in[sender]))
-            kept[sender] -= own
-            if not kept[sender]:
-                paid_in[sender] = []
+                largest = max(taken, key=lambda piece: piece[1])[0]
+                found[t.key] = Funding(t, Fraction(units(t) - need), (largest, t),
+                                       origins=tuple(p for p, _ in taken))
     return found
 
 
@@ -315,10 +320,11 @@ class FundingPool:
     taking the same fraction of each part of it (the "haircut": a payer holding the user's 5,000 among
     8,000 pays out 5/8 of the user's money in every payment). One pass in chain order over the network's
     transfers; the user's money is followed by the number of intermediaries it went through (at most
-    `max_hops`), however long it stays. Each balance starts with what the address must have held before its
-    history began (its opening balance: the least that keeps every payment covered), money of unknown origin
-    and never the user's. A busy hub's pool is large, so the user's share of what it pays is small: hubs
-    stay bounded by amount; money that stops over at an address with a business of its own is still found.
+    `max_hops`), however long it stays. Each balance starts with what the address held when its history
+    began (`openings`, from the index's balances; else the least that keeps every payment covered), money
+    of unknown origin and never the user's. A busy hub's pool is large, so the user's share of what it pays
+    is small: hubs stay bounded by amount; money that stops over at an address with a business of its own is
+    still found.
     Amounts in 10^-18 USD, integer (floor) arithmetic. Addresses not in `known` (history not fetched) pass
     on nothing of the user's."""
 
