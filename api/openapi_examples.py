@@ -34,6 +34,7 @@ SPENDER = "0x5FbDB2315678afecb367f032d93F642f64180aa3"    # Acme's spender under
 USDC = "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48"
 SALARY_TX = "0x67c0db8b1eec81b3fa09083b7bf312e8990a42636f18114de0c81290d86a9c01"
 EARLIER_SALARY_TX = "0xaa14e3b52fe64cefc73cc1a8206f964f25542b2cee1a35f68066477394c13163"
+SALARY_SECOND_PART_TX = "0x5b0f3c1e9d27a4b86e1f0c3d5a7b9e2f4c6d8a0b1e3f5a7c9d2b4e6f8a0c2e4f"  # a split payout
 APPROVAL_TX = "0x4e3a3754410177e6937ef1f84bba68ea139e8d1a2258c5f85db9f1cd715a1bdd"
 DISBURSEMENT_TX = "0x9b1e4c6f2a8d0e3b5c7a9f1d2e4b6c8a0f3e5d7c9b1a2f4e6d8c0b3a5f7e9d1c"
 NOW = "2027-03-02T12:00:00Z"
@@ -93,6 +94,11 @@ DISABLED_WEBHOOK_ENDPOINT = {
 SIGNING_SECRET = "whsec_mT4nQ8vR2xZ6bC0dF3gH7jK1lN5pS9tW"
 VERIFIED_PERIOD = {
     "period": "2027-02", "expected_amount": 7000, "received_amount": 7000, "tx_hash": SALARY_TX,
+    "transfers": [
+        {"tx_hash": SALARY_TX, "log_index": 4, "amount_usd": 6500, "block_timestamp": "2027-02-25T12:00:00Z",
+         "origin_address": EMPLOYER.lower()},
+        {"tx_hash": SALARY_SECOND_PART_TX, "log_index": 0, "amount_usd": 500,
+         "block_timestamp": "2027-02-25T12:06:00Z", "origin_address": EMPLOYER.lower()}],
     "payout_date": "2027-02-25", "block_timestamp": "2027-02-25T12:00:00Z",
     "origin_address": EMPLOYER.lower(), "match_confidence": "exact", "verified": True}
 VIP_REPORT = {
@@ -103,12 +109,15 @@ VIP_REPORT = {
     "periods_requested": 2, "consistency_rate": 1, "average_verified_amount": 7000, "income_variance": 0,
     "verified_periods": [
         {**VERIFIED_PERIOD, "period": "2027-01", "tx_hash": EARLIER_SALARY_TX, "payout_date": "2027-01-25",
-         "block_timestamp": "2027-01-25T12:00:00Z"},
+         "block_timestamp": "2027-01-25T12:00:00Z", "transfers": [
+             {"tx_hash": EARLIER_SALARY_TX, "log_index": 2, "amount_usd": 7000,
+              "block_timestamp": "2027-01-25T12:00:00Z", "origin_address": EMPLOYER.lower()}]},
         VERIFIED_PERIOD],
     "unverified_periods": [], "fraud_flags": [], "wallet_address": BORROWER.lower(), "network": "base",
     "error_code": None,
-    "fraud_trace": {"window_days": 30, "max_hops": 4, "self_funded_share": 0.5, "transfers_traced": 7,
-                    "self_funded": 0, "fetch_cap_hit": False, "untraced_count": 0, "untraced": []}}
+    "fraud_trace": {"history_days": 365, "history_from": "2025-12-29T00:00:00Z", "max_hops": 4,
+                    "self_funded_share": 0.5, "transfers_traced": 8, "self_funded": 0, "fetch_cap_hit": False,
+                    "untraced_count": 0, "untraced": [], "opaque_count": 0, "opaque": []}}
 PENDING_VIP_REPORT = {
     **VIP_REPORT, "generated_at": None, "status": "pending", "verified_monthly_income_usd": None,
     "data_source_type": None, "data_source_platform": None, "payroll_platform": None, "periods_verified": 0,

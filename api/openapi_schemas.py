@@ -295,10 +295,24 @@ _REASON = obj({"code": {"type": "string"}, "message": {"type": "string"}, "detai
               required=["code", "message"])
 SCHEMAS.update({
     "VerifiedPeriod": obj({
-        "period": _PERIOD, "expected_amount": _USD, "received_amount": _USD, "tx_hash": {"type": "string"},
+        "period": _PERIOD, "expected_amount": _USD,
+        "received_amount": {**_USD, "description": "the money that settled the period's records: the sum of "
+                                                   "its transfers (a transfer that settled records of two "
+                                                   "periods counts each record's amount in its period)"},
+        "tx_hash": {"type": "string", "description": "the first transfer that settled the period's largest "
+                                                     "record; every one is in `transfers`"},
+        "transfers": {"type": "array", "minItems": 1, "description": (
+            "every transfer that settled the period's records, in chain order: a payout record may be "
+            "settled by several transfers of its payer within its date window (a batch, a second token, a "
+            "fee split) and several records by one transfer; the match tiers apply to the sums. Absent "
+            "in reports made before 2026-11"), "items": obj({
+                "tx_hash": {"type": "string"}, "log_index": {"type": "integer"}, "amount_usd": _USD,
+                "block_timestamp": TIMESTAMP, "origin_address": ADDRESS})},
         "payout_date": {"type": "string", "format": "date"}, "block_timestamp": TIMESTAMP,
         "origin_address": ADDRESS, "match_confidence": {"enum": ["exact", "close", "approximate"]},
-        "verified": {"const": True}}),
+        "verified": {"const": True}},
+        required=["period", "expected_amount", "received_amount", "tx_hash", "payout_date", "block_timestamp",
+                  "origin_address", "match_confidence", "verified"]),
     "UnverifiedPeriod": obj({
         "period": _PERIOD, "expected_amount": _USD, "received_amount": _USD, "verified": {"const": False},
         "reason_codes": {"type": "array", "items": {"type": "string"},
@@ -327,7 +341,13 @@ SCHEMAS.update({
         required=["code", "fraud_type", "tx_hash", "log_index", "network", "wallet_id", "wallet_address",
                   "amount_usd", "block_timestamp"]),
     "FraudTrace": obj({
-        "window_days": {"type": "integer"}, "max_hops": {"type": "integer"},
+        "history_days": {"type": "integer", "description": "the trace read the history of the user's wallets "
+                                                            "and of every address it followed from this many "
+                                                            "days before the earliest income examined"},
+        "history_from": {**NULLABLE_TIMESTAMP, "description": "where that history begins"},
+        "window_days": {"type": "integer", "description": "reports made before 2026-11 only: the window the "
+                                                          "trace then looked back from each transfer"},
+        "max_hops": {"type": "integer"},
         "self_funded_share": {**NUMBER, "description": "an inbound transfer more than this share of which "
                                                        "the user's own wallets funded is self-funded"},
         "transfers_traced": {"type": "integer", "description": "inbound transfers whose funding was traced"},
@@ -339,7 +359,20 @@ SCHEMAS.update({
                                                      "fetched (the cap, or a fetch not done in time); "
                                                      "at most 50", "items": obj({
             "network": {"type": "string"}, "address": {"type": "string"},
-            "tx_hash": {"type": "string", "description": "the inbound transfer whose trace met it"}})}}),
+            "tx_hash": {"type": "string", "description": "the inbound transfer whose trace met it"}})},
+        "opaque_count": {"type": "integer"},
+        "opaque": {"type": "array", "description": (
+            "payouts a record could claim, not flagged, whose origin no on-chain trace can see (at most 50): "
+            "`held_before_history`, its payer paid most of it from money it held before the history read "
+            "(amount_usd: that part); `omnibus`, it came through an omnibus address (an exchange's hot "
+            "wallet: many people's money in one balance) where the user keeps money of their own at least "
+            "half its size (amount_usd: the user's money there). Not a fraud flag: the lender's to weigh"),
+            "items": obj({
+                "network": {"type": "string"}, "tx_hash": {"type": "string"},
+                "address": {"type": "string"}, "reason": {"enum": ["held_before_history", "omnibus"]},
+                "amount_usd": _USD})}},
+        required=["max_hops", "self_funded_share", "transfers_traced", "self_funded", "fetch_cap_hit",
+                  "untraced_count", "untraced"]),
     "VipReport": obj({
         "id": ID, "user_id": ID, "generated_at": NULLABLE_TIMESTAMP,
         "status": {"enum": ["verified", "partially_verified", "unverified", "pending", "error"]},

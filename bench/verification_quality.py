@@ -225,14 +225,16 @@ def seed(pg_url: str, people: list[Borrower], pop: Population, org: str | None =
             last_block = int((NOW - GENESIS).total_seconds()) // BLOCK_SECONDS
             cur.execute("INSERT INTO chain_cursors (network, chain_id, block_number, block_hash) VALUES "
                         "(%s, 1, %s, %s)", (NETWORK, last_block, f"0x{last_block:064x}"))
-        # Every counterparty as the indexer leaves it after the counterparty fetch: watched, backfilled.
+        # Every wallet and counterparty as the indexer leaves them after the sign-in's backfill and the
+        # counterparty fetch: watched from the chain's first block (no history before it), backfilled.
         last_block = int((NOW - GENESIS).total_seconds()) // BLOCK_SECONDS
         own = {b.wallet for b in people}
         parties = {part for line in pop.lines for part in line.split("\t")[8:10]} - own
-        cur.executemany("INSERT INTO watched_addresses (network, address, reason, start_time,"
+        cur.executemany("INSERT INTO watched_addresses (network, address, reason, start_block,"
                         " live_from_block, backfill_next_block, backfill_done_at) VALUES (%s, %s,"
-                        " 'counterparty', %s, %s, %s, now()) ON CONFLICT DO NOTHING",
-                        [(NETWORK, a, GENESIS, last_block, last_block) for a in sorted(parties)])
+                        " %s, 0, %s, %s, now()) ON CONFLICT DO NOTHING",
+                        [(NETWORK, a, "wallet" if a in own else "counterparty", last_block, last_block)
+                         for a in sorted(parties | own)])
         for b in people:
             wallet_con, platform_con = new_id("con"), new_id("con")
             cur.execute("INSERT INTO users (id, organisation_id, created_at) VALUES (%s, %s, now())",

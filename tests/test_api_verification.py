@@ -10,12 +10,13 @@ from sqlalchemy import insert, select, update
 
 from tests.support.api import ApiHarness
 from tests.support.platforms import load_platforms
+from tests.support.verification import indexed_from
 from tests.test_api_transactions import add_transfers, add_wallet, transfer
 from vip.api.jsonio import dumps, loads
 from vip.clock import WallClock
 from vip.reports.vip_reports import request_report
 from vip.reports.worker import VipReportJob
-from vip.store.tables import chain_cursors, connections, outbox_events, users, vip_reports, watched_addresses
+from vip.store.tables import chain_cursors, connections, outbox_events, users, vip_reports
 
 EMPLOYER = "0x" + "e1" * 20
 
@@ -126,11 +127,11 @@ async def test_income_change_against_the_previous_vip_fires_an_event(api: ApiHar
     assert resp.status == 201, await resp.text()
     async with api.engine.begin() as conn:
         await conn.execute(insert(chain_cursors).values(network="local", chain_id=31337, block_number=1000))
-        # The payer's history, as the indexer leaves it once the funding trace has fetched it.
-        await conn.execute(insert(watched_addresses).values(
-            network="local", address=EMPLOYER, reason="counterparty", start_time=now - timedelta(days=120),
-            backfill_done_at=now))
         org = (await conn.execute(select(users.c.organisation_id).where(users.c.id == user))).scalar_one()
+    # The wallet's and the payer's history, as the indexer leaves them once fetched from before the
+    # trace's history (a year before the earliest income).
+    await indexed_from(api.engine, "local", [wallet], now - timedelta(days=800), reason="wallet")
+    await indexed_from(api.engine, "local", [EMPLOYER], now - timedelta(days=800))
     job = VipReportJob(api.settings, api.engine, FixedClock(now), load_platforms())
     ids = []
     for lookback in (2, 1):  # median of 5,000 and 7,000 = 6,000; then the last month alone: 7,000

@@ -11,13 +11,14 @@ from sqlalchemy import insert, select
 from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import indexer_settings, local_network
 from tests.support.platforms import load_platforms
+from tests.support.verification import indexed_from
 from tests.test_api_transactions import add_transfers, add_wallet, transfer
 from tests.test_api_verification import FixedClock
 from vip.api.jsonio import dumps, loads
 from vip.reports.labelling import LabellingJob
 from vip.reports.vip_reports import request_report
 from vip.reports.worker import VipReportJob
-from vip.store.tables import chain_cursors, users, vip_reports, watched_addresses
+from vip.store.tables import chain_cursors, users, vip_reports
 
 EMPLOYER = "0x" + "e2" * 20
 FROZEN = datetime(2026, 3, 3, tzinfo=UTC)
@@ -88,10 +89,10 @@ async def test_a_users_vip_is_made_at_its_clocks_time_whatever_the_chain_does(ap
     service_now = datetime(2027, 1, 10, tzinfo=UTC)  # the chain has moved on (another test, the example)
     async with api.engine.begin() as conn:
         await conn.execute(insert(chain_cursors).values(network="local", chain_id=31337, block_number=1000))
-        await conn.execute(insert(watched_addresses).values(
-            network="local", address=EMPLOYER, reason="counterparty", start_time=FROZEN - timedelta(days=120),
-            backfill_done_at=FROZEN))
         org = (await conn.execute(select(users.c.organisation_id).where(users.c.id == user))).scalar_one()
+    # The wallet's and the payer's history, fetched from before the trace's (a year before the income).
+    await indexed_from(api.engine, "local", [wallet], FROZEN - timedelta(days=800), reason="wallet")
+    await indexed_from(api.engine, "local", [EMPLOYER], FROZEN - timedelta(days=800))
     job = VipReportJob(api.settings, api.engine, FixedClock(service_now), load_platforms())
 
     async def vip() -> dict:
@@ -155,12 +156,11 @@ async def test_a_users_labels_are_worked_out_at_its_clocks_time_without_a_vip(ap
     await add_transfers(api.engine, [rent, *rows])
     async with api.engine.begin() as conn:
         await conn.execute(insert(chain_cursors).values(network="local", chain_id=31337, block_number=1000))
-        # Every counterparty's history is already fetched (no indexer runs here): the job never waits on a
-        # fetch, so the outcome cannot depend on how fast this machine is.
-        for counterparty in (EMPLOYER, landlord):
-            await conn.execute(insert(watched_addresses).values(
-                network="local", address=counterparty, reason="counterparty",
-                start_time=datetime(2025, 1, 1, tzinfo=UTC), backfill_done_at=FROZEN))
+    # Every counterparty's history (and the wallet's) is already fetched, from before the longest VIP's
+    # trace history (no indexer runs here): the job never waits on a fetch, so the outcome cannot depend
+    # on how fast this machine is.
+    await indexed_from(api.engine, "local", [wallet], datetime(2023, 1, 1, tzinfo=UTC), reason="wallet")
+    await indexed_from(api.engine, "local", [EMPLOYER, landlord], datetime(2023, 1, 1, tzinfo=UTC))
     status, body = await call(api, "POST", "/v1/connect/platform/direct", {
         "user_id": user, "platform": "paystream", "source_type": "payroll", "account_id": "a-clock-labels",
         "data": {"account_holder": "Jane", "currency": "USD", "transaction_history": [

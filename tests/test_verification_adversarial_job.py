@@ -12,18 +12,20 @@ from sqlalchemy import insert, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bench.verification_adversarial import FRAUD, HONEST, KNOWN_LIMITS, NETWORK, NOW, Case, build
+from bench.verification_adversarial import FRAUD, HONEST, KNOWN_LIMITS, NETWORK, NOW, OPAQUE, Case, build
 from tests.support.platforms import load_platforms
 from vip.config import NetworkConfig, Settings, TokenConfig
 from vip.ids import new_id
 from vip.reports import vip_reports as reports
 from vip.reports.worker import VipReportJob
 from vip.store.tables import (
+    address_balances,
     chain_cursors,
     connections,
     income_records,
     organisations,
     token_transfers,
+    transfer_labels,
     users,
     vip_reports,
     wallets,
@@ -34,6 +36,7 @@ from vip.verification.config import FundingTraceConfig, VerificationConfig
 USDC_ADDRESS = "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48"
 USDT_ADDRESS = "0xdac17f958d2ee523a2206206994597c13d831ec7"
 MERCHANTS = [f"0x{i:040x}" for i in range(1, 200)]
+HISTORY_START = NOW - timedelta(days=1000)  # before any VIP's history (lookback + history_days)
 
 
 class FixedClock:
@@ -77,13 +80,32 @@ async def seed(engine: AsyncEngine, org: str, case: Case, *, watch: bool = True)
              "token_address": USDC_ADDRESS if t.token == "USDC" else USDT_ADDRESS,
              "from_address": t.from_address, "to_address": t.to_address, "amount": t.amount}
             for t in transfers])
+        # The wallets as their sign-in leaves them, backfilled from long before the trace's history begins.
+        await conn.execute(pg_insert(watched_addresses).on_conflict_do_nothing(), [
+            {"network": NETWORK, "address": a, "reason": "wallet", "start_time": HISTORY_START,
+             "backfill_done_at": now} for a in case.wallets])
         if watch:
-            addresses = {a for t in transfers for a in (t.from_address, t.to_address)}
+            addresses = {a for t in transfers for a in (t.from_address, t.to_address)} - set(case.wallets)
             await conn.execute(pg_insert(watched_addresses).on_conflict_do_nothing(), [
-                {"network": NETWORK, "address": a, "reason": "counterparty",
-                 "start_time": NOW - timedelta(days=400), "backfill_done_at": now}
-                for a in sorted(addresses)])
+                {"network": NETWORK, "address": a, "reason": "counterparty", "start_time": HISTORY_START,
+                 "backfill_done_at": now} for a in sorted(addresses)])
+        if case.openings:
+            await conn.execute(insert(address_balances), balances(case, transfers))
     return user
+
+
+def balances(case: Case, transfers: list) -> list[dict]:
+    """The balances the indexer reads of the addresses funded before the history (`case.openings`): what
+    they held then plus what the history added, per token."""
+    rows = []
+    for address, opening in case.openings.items():
+        for token in ("USDC", "USDT"):
+            held = opening // 10**12 if token == "USDC" else 0
+            held += sum(t.amount for t in transfers if t.token == token and t.to_address == address)
+            held -= sum(t.amount for t in transfers if t.token == token and t.from_address == address)
+            rows.append({"network": NETWORK, "address": address, "token": token, "balance": held,
+                         "block_number": 10**9, "block_hash": f"0x{10**9:064x}"})
+    return rows
 
 
 async def generate(engine: AsyncEngine, config: Settings, org: str, people: list[str]) -> dict[str, dict]:
@@ -107,7 +129,7 @@ async def test_every_strategy_and_look_alike_through_the_job(engine: AsyncEngine
     async with engine.begin() as conn:
         await conn.execute(insert(organisations).values(id=org, name="adversary"))
     cases: dict[str, Case] = {}
-    for family in [f for f in FRAUD if f not in KNOWN_LIMITS] + list(HONEST):
+    for family in [f for f in FRAUD if f not in KNOWN_LIMITS] + list(OPAQUE) + list(HONEST):
         rng = random.Random(f"{family}-0")
         hubs = {name: "0x" + rng.randbytes(20).hex() for name in ("payroll", "exchange", "dex")}
         case = build(family, rng, MERCHANTS, hubs)
@@ -129,6 +151,17 @@ async def test_every_strategy_and_look_alike_through_the_job(engine: AsyncEngine
             assert flag["fraud_type"] == ("wash_trade" if evidence["intermediaries"] == 1 else "circular")
         if case.family in HONEST:
             assert vip["fraud_flags"] == [] and vip["fraud_trace"]["self_funded"] == 0
+        if case.family in OPAQUE:  # not guessed: named
+            assert case.hidden_txs <= {o["tx_hash"] for o in vip["fraud_trace"]["opaque"]}, case.family
+        settled = {t["tx_hash"] for p in vip["verified_periods"] for t in p["transfers"]}
+        assert {p["tx_hash"] for p in vip["verified_periods"]} <= settled
+        for p in vip["verified_periods"]:
+            assert sum(t["amount_usd"] for t in p["transfers"]) >= p["received_amount"], case.family
+        async with engine.connect() as conn:
+            income = set(await conn.scalars(select(transfer_labels.c.tx_hash).where(
+                transfer_labels.c.classification == "verified_income",
+                transfer_labels.c.wallet_address.in_(case.wallets))))
+        assert settled <= income, case.family
 
 
 async def test_the_fetch_cap_is_said_in_the_vip(engine: AsyncEngine):

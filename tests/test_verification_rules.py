@@ -21,7 +21,8 @@ from vip.verification.config import (
     VerificationConfig,
     WashTradeConfig,
 )
-from vip.verification.fraud import FundingLedger, find_wash_trades, trace_funding, within
+from vip.verification.fraud import WashContext, find_wash_trades, within
+from vip.verification.funding import FundingLedger, trace_funding
 from vip.verification.matching import tier, variance
 from vip.verification.model import (
     CIRCULAR_FLOW,
@@ -178,12 +179,14 @@ def test_own_money_back_from_a_payer_a_record_names_is_a_wash_whatever_the_payer
     business += [c.t(payer, addr(200 + i), 1400 * USDC, T0 + timedelta(hours=5 + 6 * i)) for i in range(8)]
     back = c.t(payer, ME, 4000 * USDC, T0 + timedelta(days=4))
     mine = [out, back]
-    assert find_wash_trades(ME, mine, WashTradeConfig(), claimable={back.key}) == {out.key, back.key}
+    claimed = WashContext(claimable={back.key})
+    assert find_wash_trades(ME, mine, WashTradeConfig(), claimed) == {out.key, back.key}
     assert find_wash_trades(ME, mine, WashTradeConfig()) == set()
     # A fee to the payroll provider before the salary is not a round trip: the net is the salary.
     fee = c.t(ME, payer, 150 * USDC, T0 + timedelta(days=5))
     salary = c.t(payer, ME, 4000 * USDC, T0 + timedelta(days=5, hours=1))
-    assert find_wash_trades(ME, [fee, salary], WashTradeConfig(), claimable={salary.key}) == set()
+    claimed = WashContext(claimable={salary.key})
+    assert find_wash_trades(ME, [fee, salary], WashTradeConfig(), claimed) == set()
     # Through the pipeline: the record naming the payer verifies nothing.
     d = back.timestamp.date()
     record = IncomeRecord("paystream", "payroll", d, Decimal(4000), payer)
@@ -226,16 +229,17 @@ def test_own_money_back_through_up_to_max_hops_intermediaries_is_found_five_is_n
     assert traced(long_hops, long_hops[-1]).path == ()
 
 
-def test_trace_follows_money_not_amounts_within_the_window_only():
+def test_trace_follows_money_not_amounts_however_long_it_waited():
     c = Chain()
     a, b = addr(1), addr(2)
     out = c.t(ME, a, 3000 * USDC, T0)
     # Another amount: 2,000 of the 3,000 goes round, all of it the user's.
     part = [c.t(a, b, 2000 * USDC, T0 + timedelta(days=6)), c.t(b, ME, 2000 * USDC, T0 + timedelta(days=20))]
     assert traced([out, *part], part[-1]).share == 1
-    # Back 31 days after it left: outside the 30-day window.
-    late = [c.t(a, b, 3000 * USDC, T0 + timedelta(days=6)), c.t(b, ME, 3000 * USDC, T0 + timedelta(days=31))]
-    assert traced([out, *late], late[-1]).share == 0
+    # Back half a year after it left: still the user's money (no window to wait out).
+    late = [c.t(a, b, 3000 * USDC, T0 + timedelta(days=150)),
+            c.t(b, ME, 3000 * USDC, T0 + timedelta(days=181))]
+    assert traced([out, *late], late[-1]).share == 1
 
 
 def test_a_busy_hub_passes_on_only_what_reached_it_last():
@@ -269,6 +273,89 @@ def test_an_address_not_fetched_is_named_not_guessed():
             c.t(b, ME, 1000 * USDC, T0 + timedelta(hours=2))]
     funding = traced(hops, hops[-1], known={ME, b})
     assert funding.share == 0 and funding.untraced == {a}
+
+
+def one_record(transfers, payer, amount, on):
+    """verify() for one record naming `payer` for `amount` on `on`, over `transfers`."""
+    record = IncomeRecord("paystream", "payroll", on, Decimal(amount), payer)
+    return verify([Wallet("wal_1", ME, "local")], transfers, [record],
+                  [Platform("paystream", "payroll", frozenset())], [f"{on:%Y-%m}"], CONFIG)
+
+
+def test_a_salary_advance_given_back_is_the_employers_money_not_the_users():
+    """The employer advances a whole salary mid-month (no record claims it); the user gives it back the
+    day before payday, after the employer's payroll funding. The repayment is the employer's own money going
+    home: the salary is clean and verifies, and the advance in and out is no pass-through."""
+    c = Chain()
+    company = addr(0xC0)
+    advance = c.t(EMPLOYER, ME, 5000 * USDC, T0 + timedelta(days=10))
+    c.t(ME, addr(0x51), 100 * USDC, T0 + timedelta(days=11))  # some spending
+    funded = c.t(company, EMPLOYER, 250_000 * USDC, T0 + timedelta(days=22))
+    repaid = c.t(ME, EMPLOYER, 5000 * USDC, T0 + timedelta(days=23))
+    salary = c.t(EMPLOYER, ME, 5000 * USDC, T0 + timedelta(days=24))
+    outcome = one_record([advance, funded, repaid, salary], EMPLOYER, 5000, salary.timestamp.date())
+    assert outcome.figures.status == "verified" and outcome.findings == []
+    # The same payments without the advance: the user's own 5,000 back from the named payer.
+    outcome = one_record([funded, repaid, salary], EMPLOYER, 5000, salary.timestamp.date())
+    assert outcome.figures.status == "unverified"
+    assert {f.transfer for f in outcome.findings} == {repaid, salary}
+
+
+def test_a_loan_cycled_as_monthly_salary_is_caught_from_the_second_month():
+    """A friend's 3,000 reaches the named payer once; it pays the user 3,000 as January's salary, the user
+    sends it back, and it pays it again as February's. Money a record claims is the user's once received:
+    February's salary is the user's money back."""
+    c = Chain()
+    payer = addr(0xB0)
+    days = [date(2026, 1, 25), date(2026, 2, 25)]
+    at = [datetime.combine(d, datetime.min.time(), UTC) + timedelta(hours=12) for d in days]
+    lent = c.t(addr(0xF1), payer, 3000 * USDC, at[0] - timedelta(days=3))
+    january = c.t(payer, ME, 3000 * USDC, at[0])
+    back = c.t(ME, payer, 3000 * USDC, at[0] + timedelta(days=10))
+    february = c.t(payer, ME, 3000 * USDC, at[1])
+    records = [IncomeRecord("paystream", "payroll", d, Decimal(3000), payer) for d in days]
+    outcome = verify([Wallet("wal_1", ME, "local")], [lent, january, back, february], records,
+                     [Platform("paystream", "payroll", frozenset())], ["2026-01", "2026-02"], CONFIG)
+    assert [p.verified for p in outcome.periods] == [True, False]
+    assert {f.transfer for f in outcome.findings} == {back, february}
+
+
+def test_an_opening_balance_from_the_index_is_never_the_users_money():
+    """An employer whose treasury is older than the history read pays a salary the day after the user
+    bought 45% of a salary's worth from it. Its opening balance (from the index) dilutes the purchase in
+    the pool; last in first out finds 45%; the earmark 45%: clean. The payout is named in the trace's
+    opaque list: most of it came from money held before the history."""
+    c = Chain()
+    bought = c.t(ME, EMPLOYER, 2250 * USDC, T0 + timedelta(days=23))
+    salary = c.t(EMPLOYER, ME, 5000 * USDC, T0 + timedelta(days=24))
+    record = IncomeRecord("paystream", "payroll", salary.timestamp.date(), Decimal(5000), EMPLOYER)
+    outcome = verify([Wallet("wal_1", ME, "local")], [bought, salary], [record],
+                     [Platform("paystream", "payroll", frozenset())], ["2026-01"], CONFIG,
+                     openings={"local": {EMPLOYER: 10**6 * USDC * 10**12}})
+    assert outcome.figures.status == "verified" and outcome.findings == []
+    (opaque,) = outcome.trace.opaque
+    assert (opaque.transfer, opaque.reason, opaque.address) == (salary, "held_before_history", EMPLOYER)
+    assert opaque.units == 2750 * USDC * 10**12
+
+
+def test_money_kept_in_an_omnibus_is_named_not_guessed():
+    """The user deposits 15,000 at an exchange's hot wallet (dozens of strangers a day use it); weeks later
+    the exchange pays a fresh address 5,000, which pays the user as the record's salary. The chain cannot
+    tell whose money the exchange paid out: nothing is flagged, the payout is named as `omnibus` with the
+    15,000 the user keeps there."""
+    c = Chain()
+    hub, payer = addr(0xE0), addr(0xB7)
+    moves = [c.t(addr(0x1000 + i), hub, 900 * USDC, T0 + timedelta(minutes=20 * i)) for i in range(40)]
+    deposit = c.t(ME, hub, 15_000 * USDC, T0 + timedelta(days=1))
+    moves += [c.t(addr(0x2000 + i), hub, 700 * USDC, T0 + timedelta(days=20, minutes=9 * i))
+              for i in range(80)]
+    withdrawal = c.t(hub, payer, 5000 * USDC, T0 + timedelta(days=21))
+    salary = c.t(payer, ME, 5000 * USDC, T0 + timedelta(days=24))
+    outcome = one_record([*moves, deposit, withdrawal, salary], payer, 5000, salary.timestamp.date())
+    assert outcome.figures.status == "verified" and outcome.findings == []
+    (opaque,) = outcome.trace.opaque
+    assert (opaque.transfer, opaque.reason, opaque.address) == (salary, "omnibus", hub)
+    assert opaque.units == 15_000 * USDC * 10**12
 
 
 # --- matching and the VIP ----------------------------------------------------------------------------------
@@ -335,6 +422,77 @@ def test_shortfalls_give_tiers_and_a_mismatch_with_details():
     assert missing["reasons"][0]["details"] == {
         "expected_amount": Decimal(5000), "received_amount": Decimal(4650), "tolerance_pct": Decimal("0.05"),
         "actual_variance_pct": Decimal("0.07"), "tx_hash": transfers[2].tx_hash}
+
+
+def noon_of(d: date, minutes: int = 0) -> datetime:
+    return datetime.combine(d, datetime.min.time(), UTC) + timedelta(hours=12, minutes=minutes)
+
+
+def test_a_salary_in_several_transfers_is_matched_as_a_sum_and_every_transfer_is_income():
+    """Money, not transfers: a record settled by two or three transfers of its payer within its window,
+    the tier on the sum; every transfer labelled, the first standing for the period, all of them listed."""
+    c = Chain()
+    days = months(3)
+    parts = [[2500, 2500], [3000, 1000, 1000], [4900, 98]]  # exact, exact, close (0.04% short)
+    transfers = [[c.t(EMPLOYER, ME, amount * USDC, noon_of(d, 7 * i), token="USDT" if i else "USDC")
+                  for i, amount in enumerate(split)] for d, split in zip(days, parts, strict=True)]
+    outcome = run([t for split in transfers for t in split], salary_records(Decimal(5000), days),
+                  ["2026-01", "2026-02", "2026-03"])
+    assert outcome.figures.status == "verified"
+    assert [p.confidence for p in outcome.periods] == ["exact", "exact", "close"]
+    assert [p.received for p in outcome.periods] == [Decimal(5000), Decimal(5000), Decimal(4998)]
+    labels = outcome.labels[Wallet("wal_1", ME, "local")]
+    assert all(labels[t.key].classification == "verified_income" for split in transfers for t in split)
+    body = vip_report(outcome, vip_id="vip_1", user_id="usr_1", generated_at=T0)
+    for period, split in zip(body["verified_periods"], transfers, strict=True):
+        assert period["tx_hash"] == split[0].tx_hash
+        assert [x["tx_hash"] for x in period["transfers"]] == [t.tx_hash for t in split]
+        assert sum(x["amount_usd"] for x in period["transfers"]) == period["received_amount"]
+
+
+def test_one_transfer_settles_several_records_and_is_never_counted_twice():
+    """A salary and a reimbursement recorded apart, paid together: one transfer settles both (the sum in
+    a tier), each record counts its own amount. A transfer counted once is not counted again: two records
+    of 5,000 with one transfer of 5,000 settle one of them only."""
+    c = Chain()
+    d = date(2026, 1, 25)
+    together = c.t(EMPLOYER, ME, 5300 * USDC, noon_of(d))
+    records = [IncomeRecord("paystream", "payroll", d, Decimal(5000), EMPLOYER, PLATFORM.whitelist),
+               IncomeRecord("paystream", "expenses", d - timedelta(days=1), Decimal(300), EMPLOYER,
+                            PLATFORM.whitelist)]
+    outcome = run([together], records, ["2026-01"])
+    (period,) = outcome.periods
+    assert period.verified and period.confidence == "exact" and period.received == Decimal(5300)
+    assert sorted(m.received for m in period.records) == [Decimal(300), Decimal(5000)]
+    assert period.transfers == [together]
+    twice = run([c.t(EMPLOYER, ME, 5000 * USDC, noon_of(d))], salary_records(Decimal(5000), [d, d]),
+                ["2026-01"])
+    assert not twice.periods[0].verified
+    assert [bool(m.transfers) for m in twice.periods[0].records] == [True, False]
+
+
+def test_a_sum_short_of_every_tier_names_the_closest_sum():
+    c = Chain()
+    d = date(2026, 1, 25)
+    parts = [c.t(EMPLOYER, ME, 2500 * USDC, noon_of(d)), c.t(EMPLOYER, ME, 2000 * USDC, noon_of(d, 3))]
+    outcome = run(parts, salary_records(Decimal(5000), [d]), ["2026-01"])
+    (reason,) = outcome.periods[0].reasons()
+    assert reason["code"] == INCOME_MISMATCH
+    assert reason["details"]["received_amount"] == Decimal(4500)
+    assert reason["details"]["tx_hashes"] == [t.tx_hash for t in parts]
+
+
+def test_a_refund_from_the_employer_is_not_part_of_the_salary():
+    """Only transfers a sum needs are taken: the salary settles the record, a refund beside it from the
+    same payer stays out of it (and, no record needing it, is not taken for income)."""
+    c = Chain()
+    d = date(2026, 1, 25)
+    bought = c.t(ME, EMPLOYER, 300 * USDC, noon_of(d) - timedelta(days=2))
+    refund = c.t(EMPLOYER, ME, 300 * USDC, noon_of(d, -60))
+    salary = c.t(EMPLOYER, ME, 5000 * USDC, noon_of(d))
+    outcome = run([bought, refund, salary], salary_records(Decimal(5000), [d]), ["2026-01"])
+    assert outcome.periods[0].transfers == [salary] and outcome.findings == []
+    assert outcome.labels[Wallet("wal_1", ME, "local")][refund.key].classification == "p2p"
 
 
 def test_salary_washed_back_is_not_income_and_unknown_origin_is_flagged():

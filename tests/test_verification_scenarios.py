@@ -17,22 +17,30 @@ from eth_utils import to_checksum_address
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tests.support.api import ApiHarness, checked_api
-from tests.support.chain import ChainDriver, indexer_settings, local_network
+from tests.support.api import ApiHarness
+from tests.support.chain import ChainDriver
 from tests.support.indexer import running_indexer, wait_synced
 from tests.support.payments import lender, post_json, register_funding_wallet
 from tests.support.platforms import load_platforms
-from tests.support.verification import USDC, Borrower, month_after, months_after, new_borrower, noon
+from tests.support.verification import (
+    DEX,
+    USDC,
+    Borrower,
+    month_after,
+    months_after,
+    new_borrower,
+    noon,
+    verification_api,
+    vip_when_synced,
+)
 from tests.support.wallets import connect
 from vip.api.jsonio import loads
 from vip.clock import clock_for
 from vip.reports.worker import VipReportJob
 from vip.store.outbox import envelope
 from vip.store.tables import outbox_events, vip_reports
-from vip.verification.config import CircularFlowConfig, VerificationConfig
 from vip.webhooks.signing import encode_body
 
-DEX = "0x" + "de" * 20
 SALARY = Decimal(5000)
 
 
@@ -40,11 +48,7 @@ SALARY = Decimal(5000)
 async def harness(aiohttp_client, chain: ChainDriver, database_url: str,
                   engine: AsyncEngine) -> AsyncIterator[tuple[ApiHarness, str]]:
     """The real app on this test's own Anvil (its time moves) and database, checked against OpenAPI."""
-    network = local_network(chain.node.rpc_url, chain.node.chain_id, chain.contracts)
-    settings = indexer_settings(network).model_copy(update={"verification": VerificationConfig(
-        job_idle_s=0.05, dex_addresses={"local": (DEX,)},
-        circular_flow=CircularFlowConfig(fetch_wait_s=60))})
-    async with checked_api(aiohttp_client, settings, database_url, engine) as harness:
+    async with verification_api(aiohttp_client, chain, database_url, engine) as harness:
         yield harness, database_url
 
 
@@ -63,10 +67,7 @@ async def salaries(b: Borrower, amounts: list[Decimal | None], *, to: str | None
     return hashes
 
 
-async def run_vip(b: Borrower, database_url: str, lookback_months: int = 6, **params) -> dict:
-    async with running_indexer(b.api.settings, database_url):
-        await wait_synced(b.api.engine, b.chain, "local")
-        return await b.vip(lookback_months, **params)
+run_vip = vip_when_synced
 
 
 async def txs(b: Borrower, **params) -> list[dict]:

@@ -22,18 +22,25 @@ class WashTradeConfig(_Strict):
 class FundingTraceConfig(_Strict):
     """Where income money came from (docs/verification.md, "The funding trace")."""
 
-    # Money counts as the user's when it left one of their wallets at most this long before the inbound
-    # transfer traced, through at most `max_hops` intermediaries.
-    window_days: int = Field(default=30, ge=1)
+    # The trace reads the history of the user's wallets and of every address it follows from this many
+    # days before the earliest income it examines (the VIP window's start or the earliest record, less the
+    # matching's days_before): money parked with a payer that long before it pays is still seen. Within
+    # that history nothing is forgotten by age: the trace is bounded by hops and by inflows visited.
+    history_days: int = Field(default=365, ge=1)
     max_hops: int = Field(default=4, ge=1, le=8)
     # An inbound transfer more than this share of which the user's wallets funded is self-funded.
     self_funded_share: Decimal = Field(default=Decimal("0.5"), ge=0, lt=1)
-    # A payment is attributed to at most this many inflows of its payer (the rest counts as untraced).
+    # A payment is attributed to at most this many inflows of its payer (the rest counts as untraced); at an
+    # omnibus address only its last this many inflows before a payment can have funded it.
     max_pieces: int = Field(default=64, ge=1)
     # At most this many inflows are visited tracing one inbound transfer (bounds a trace through hubs).
     max_steps: int = Field(default=20000, ge=1)
     # At most this many addresses per VIP and network have their transfers fetched for the trace.
     max_addresses: int = Field(default=200, ge=1)
+    # An address paid by at least this many different senders within one UTC day is an omnibus (an
+    # exchange's hot wallet, a payroll provider's pool): many people's money in one balance, which no
+    # on-chain trace can tell apart. Money the user keeps there is reported, not guessed at.
+    omnibus_senders_per_day: int = Field(default=25, ge=2)
 
 
 class CircularFlowConfig(_Strict):
@@ -47,6 +54,11 @@ class MatchingConfig(_Strict):
     days_after: int = Field(default=5, ge=0)
     close_tolerance: Decimal = Field(default=Decimal("0.02"), ge=0, le=1)
     approximate_tolerance: Decimal = Field(default=Decimal("0.05"), ge=0, le=1)
+    # A record may be settled by up to this many transfers of one payer (a batch, a fee split), or one
+    # transfer may settle up to this many records; the tiers apply to the sums.
+    max_parts: int = Field(default=4, ge=1, le=6)
+    # Of one payer's transfers in a record's window, the this many nearest to its date are combined.
+    max_candidates: int = Field(default=12, ge=1, le=24)
 
 
 class IncomeTier(_Strict):

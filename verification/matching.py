@@ -1,10 +1,13 @@
-"""Payroll matching: each off-chain income record against the on-chain inflows of the user's wallets.
+"""Payroll matching: each off-chain income record against the on-chain inflows of the user's wallets,
+matching money, not transfers.
 
-A record matches an inbound transfer that (1) comes from the record's origin (`from_reference`, or an
-address the platform whitelists), (2) lands between `days_before` and `days_after` around the payout date,
-(3) is not flagged wash or circular, and (4) carries the expected amount within a tier: `exact` (0%),
-`close` (<= 2%) or `approximate` (<= 5%). Each transfer pays at most one record. Records are taken in date
-order; each takes its closest candidate (smallest amount difference, then nearest date, then earliest).
+A record is settled by one or more inbound transfers of one payer (a batch, a second token account, a fee
+split: up to `max_parts`) that (1) come from the record's origin (`from_reference`, or an address the
+platform whitelists), (2) land between `days_before` and `days_after` around the payout date, (3) are not
+flagged wash or circular, and (4) carry the expected amount in their sum within a tier: `exact` (0%),
+`close` (<= 2%) or `approximate` (<= 5%). One transfer may settle several records at once (their sum).
+A transfer counted for one settlement is never counted again. Records are taken in date order; each takes
+its best settlement (best tier, then smallest amount difference, fewest parts, nearest dates, earliest).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from itertools import combinations
 from typing import Any
 
 from vip.verification.config import MatchingConfig
@@ -58,10 +62,20 @@ def tier(expected: Decimal, received: Decimal, config: MatchingConfig) -> str | 
 
 @dataclass(frozen=True)
 class RecordMatch:
+    """How one record was settled: by `transfers` (every one of them, in chain order; none when it was
+    not), `received` the part of their money counted for this record (their sum, or this record's share
+    when one transfer settled several records), at `confidence`; or why not (`reasons`)."""
+
     record: IncomeRecord
-    transfer: Transfer | None
-    confidence: str | None
+    transfers: tuple[Transfer, ...] = ()
+    confidence: str | None = None
+    received: Decimal = Decimal(0)
     reasons: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def transfer(self) -> Transfer | None:
+        """The first transfer that settled the record (None: not settled)."""
+        return self.transfers[0] if self.transfers else None
 
 
 @dataclass
@@ -75,11 +89,11 @@ class PeriodResult:
 
     @property
     def verified(self) -> bool:
-        return bool(self.records) and all(m.transfer is not None for m in self.records)
+        return bool(self.records) and all(m.transfers for m in self.records)
 
     @property
     def received(self) -> Decimal:
-        return sum((m.transfer.usd() for m in self.records if m.transfer is not None), Decimal(0))
+        return sum((m.received for m in self.records if m.transfers), Decimal(0))
 
     @property
     def confidence(self) -> str | None:
@@ -88,9 +102,15 @@ class PeriodResult:
 
     @property
     def main(self) -> RecordMatch | None:
-        """The largest record's match: its transfer stands for the period."""
-        matched = [m for m in self.records if m.transfer is not None]
+        """The largest record's match: its first transfer stands for the period."""
+        matched = [m for m in self.records if m.transfers]
         return max(matched, key=lambda m: m.record.amount) if matched else None
+
+    @property
+    def transfers(self) -> list[Transfer]:
+        """Every transfer that settled a record of the period, once each, in chain order."""
+        found = {t.key: t for m in self.records for t in m.transfers}
+        return sorted(found.values(), key=lambda t: t.order)
 
     def reasons(self) -> list[dict[str, Any]]:
         if not self.records:
@@ -104,21 +124,190 @@ def match_income(periods: Sequence[str], records: Iterable[IncomeRecord], inflow
     """Per period (YYYY-MM, in the given order) the match of each of its inbound income records.
 
     `inflows`: transfers received by the user's wallets (from outside them); `flagged`: the fraud flags
-    of transfers (wash, circular), which are never income.
+    of transfers (wash, circular), which are never income. Records are taken in date order; each is settled
+    by the best settlement still open (`_Matcher.settle`), and a transfer counted for one settlement is
+    never counted again.
     """
     wanted = set(periods)
+    pending = sorted((r for r in records if r.period in wanted), key=lambda r: (r.record_date, r.amount))
+    matcher = _Matcher(pending, inflows, flagged, config)
+    for i in range(len(pending)):
+        matcher.settle(i)
     results = {p: PeriodResult(p) for p in periods}
-    inflow_list = sorted(inflows, key=lambda t: (t.timestamp, t.order))
-    by_origin: dict[str, list[Transfer]] = defaultdict(list)
-    for t in inflow_list:
-        by_origin[t.from_address].append(t)
-    used: set[TransferKey] = set()
-    for record in sorted(records, key=lambda r: (r.record_date, r.amount)):
-        if record.period not in wanted:
-            continue
-        results[record.period].records.append(
-            _match_record(record, by_origin, inflow_list, flagged, used, config))
+    for i, record in enumerate(pending):
+        results[record.period].records.append(matcher.matches[i])
     return [results[p] for p in periods]
+
+
+def possible_settlements(records: Iterable[IncomeRecord], inflows: Iterable[Transfer], config: MatchingConfig
+                         ) -> set[tuple[Transfer, ...]]:
+    """Every group of inflows some settlement of some record could count, fraud flags aside: what could
+    pass for income. A transfer from a record's origin in its window is in one when it is the record's
+    amount within a tier, or a part of a sum that is (a salary in two transfers), or pays it with other
+    records at once; a refund or a loan from the same payer that no sum needs is in none."""
+    ordered = sorted(records, key=lambda r: (r.record_date, r.amount))
+    matcher = _Matcher(ordered, inflows, {}, config)
+    found: set[tuple[Transfer, ...]] = set()
+    for i, record in enumerate(ordered):
+        clean = matcher.candidates(record)
+        found.update(option.transfers for option in [*matcher.by_sums(record, clean),
+                                                     *matcher.by_shared(i, clean)])
+    return found
+
+
+def in_record_windows(records: Iterable[IncomeRecord], inflows: Iterable[Transfer], config: MatchingConfig
+                      ) -> frozenset[TransferKey]:
+    """The inflows some record could be describing, whatever their amount: from an origin it accepts,
+    within its date window (a salary paid short is still the salary, not a loan)."""
+    matcher = _Matcher(list(records), inflows, {}, config)
+    return frozenset(t.key for record in matcher.records for t in matcher.candidates(record))
+
+
+@dataclass(frozen=True, order=True)
+class _Settlement:
+    """One way to settle a record: some transfers of one payer against it and, when a single transfer
+    pays several, the other records it settles too. Ordered best first: better tier, closer amount, fewer
+    parts (an exact single transfer before any sum), nearer dates, earlier."""
+
+    rank: int  # the tier's index in CONFIDENCE_ORDER
+    difference: Decimal
+    parts: int  # transfers + records
+    days_off: int
+    first: tuple[int, int]
+    transfers: tuple[Transfer, ...] = field(compare=False)
+    others: tuple[int, ...] = field(compare=False, default=())  # indexes of the other records
+
+
+class _Matcher:
+    """The greedy settlement of records in date order over the user's inflows."""
+
+    def __init__(self, records: list[IncomeRecord], inflows: Iterable[Transfer],
+                 flagged: Mapping[TransferKey, tuple[str, ...]], config: MatchingConfig) -> None:
+        self.records, self.flagged, self.config = records, flagged, config
+        self.inflows = sorted(inflows, key=lambda t: (t.timestamp, t.order))
+        self.by_origin: dict[str, list[Transfer]] = defaultdict(list)
+        for t in self.inflows:
+            self.by_origin[t.from_address].append(t)
+        self.used: set[TransferKey] = set()
+        self.matches: dict[int, RecordMatch] = {}
+
+    def settle(self, i: int) -> None:
+        if i in self.matches:
+            return  # settled with an earlier record, by one transfer
+        record = self.records[i]
+        candidates = self.candidates(record)
+        clean = [t for t in candidates if not self.flagged.get(t.key)]
+        options = [*self.by_sums(record, clean), *self.by_shared(i, clean)]
+        if not options:
+            self.matches[i] = RecordMatch(record, reasons=self._reasons(record, candidates, clean))
+            return
+        best = min(options)
+        self.used.update(t.key for t in best.transfers)
+        received = sum((t.usd() for t in best.transfers), Decimal(0))
+        confidence = CONFIDENCE_ORDER[best.rank]
+        group = sorted([i, *best.others], key=lambda j: self.records[j].amount)
+        # One transfer for several records: each counts its own amount, the largest what is left.
+        for j in group[:-1]:
+            self.matches[j] = RecordMatch(self.records[j], best.transfers, confidence, self.records[j].amount)
+            received -= self.records[j].amount
+        self.matches[group[-1]] = RecordMatch(self.records[group[-1]], best.transfers, confidence, received)
+
+    def candidates(self, record: IncomeRecord) -> list[Transfer]:
+        """Unused inflows from the record's origins within its date window."""
+        window = _window(record, self.config)
+        origins = ({record.from_reference} if record.from_reference else set()) | set(record.whitelist)
+        return [t for origin in sorted(origins) for t in self.by_origin.get(origin, ())
+                if t.key not in self.used and _in_window(t, window)]
+
+    def _nearest(self, record: IncomeRecord, transfers: Iterable[Transfer]) -> list[Transfer]:
+        return sorted(transfers, key=lambda t: (abs(t.timestamp.date() - record.record_date), t.order)
+                      )[:self.config.max_candidates]
+
+    def by_sums(self, record: IncomeRecord, clean: list[Transfer]) -> list[_Settlement]:
+        """Settlements of the record by one to `max_parts` transfers of one payer, their sum in a tier."""
+        by_payer: dict[str, list[Transfer]] = defaultdict(list)
+        for t in clean:
+            by_payer[t.from_address].append(t)
+        options = []
+        for items in by_payer.values():
+            nearest = self._nearest(record, items)
+            for size in range(1, min(self.config.max_parts, len(nearest)) + 1):
+                for combo in combinations(nearest, size):
+                    option = self._option(record.amount, combo, [record])
+                    if option is not None:
+                        options.append(option)
+        return options
+
+    def by_shared(self, i: int, clean: list[Transfer]) -> list[_Settlement]:
+        """Settlements of the record and up to `max_parts - 1` other open records by one transfer."""
+        if self.config.max_parts < 2:
+            return []
+        options = []
+        for t in clean:
+            others = [j for j, r in enumerate(self.records) if j != i and j not in self.matches
+                      and r.accepts_origin(t.from_address) and _in_window(t, _window(r, self.config))]
+            for size in range(1, min(self.config.max_parts - 1, len(others)) + 1):
+                for combo in combinations(others, size):
+                    group = [self.records[i], *(self.records[j] for j in combo)]
+                    expected = sum((r.amount for r in group), Decimal(0))
+                    option = self._option(expected, (t,), group, combo)
+                    if option is not None:
+                        options.append(option)
+        return options
+
+    def _option(self, expected: Decimal, transfers: tuple[Transfer, ...], records: list[IncomeRecord],
+                others: tuple[int, ...] = ()) -> _Settlement | None:
+        received = sum((t.usd() for t in transfers), Decimal(0))
+        confidence = tier(expected, received, self.config)
+        if confidence is None:
+            return None
+        days_off = max(abs((t.timestamp.date() - r.record_date).days) for t in transfers for r in records)
+        ordered = tuple(sorted(transfers, key=lambda t: t.order))
+        return _Settlement(CONFIDENCE_ORDER.index(confidence), abs(received - expected),
+                           len(transfers) + len(records), days_off, ordered[0].order, ordered, others)
+
+    def _reasons(self, record: IncomeRecord, candidates: list[Transfer], clean: list[Transfer]
+                 ) -> tuple[dict[str, Any], ...]:
+        """Why the record could not be settled: flagged candidates, the closest sum of one payer's clean
+        transfers (a mismatch), or nothing from its origins (and an inflow of the right amount from
+        elsewhere, named)."""
+        reasons: list[dict[str, Any]] = []
+        for code in sorted({c for t in candidates for c in self.flagged.get(t.key, ())}):
+            tx = next(t for t in candidates if code in self.flagged.get(t.key, ()))
+            reasons.append({"code": code, "message": _FLAG_TEXT[code], "details": {
+                "tx_hash": tx.tx_hash, "received_amount": tx.usd()}})
+        if clean:
+            closest = self._closest_sum(record, clean)
+            reasons.append(_mismatch(record, sum((t.usd() for t in closest), Decimal(0)), self.config,
+                                     transfers=closest))
+            return tuple(reasons)
+        if not reasons:
+            reasons += self._elsewhere(record)
+            reasons.append(_mismatch(record, Decimal(0), self.config))
+        return tuple(reasons)
+
+    def _closest_sum(self, record: IncomeRecord, clean: list[Transfer]) -> tuple[Transfer, ...]:
+        by_payer: dict[str, list[Transfer]] = defaultdict(list)
+        for t in clean:
+            by_payer[t.from_address].append(t)
+        combos = [tuple(sorted(combo, key=lambda t: t.order)) for items in by_payer.values()
+                  for size in range(1, min(self.config.max_parts, len(items)) + 1)
+                  for combo in combinations(self._nearest(record, items), size)]
+        return min(combos, key=lambda c: (abs(sum((t.usd() for t in c), Decimal(0)) - record.amount),
+                                          len(c), c[0].order))
+
+    def _elsewhere(self, record: IncomeRecord) -> list[dict[str, Any]]:
+        """An inflow of the right amount from an origin the platform does not know, named."""
+        window = _window(record, self.config)
+        elsewhere = [t for t in self.inflows if t.key not in self.used and not self.flagged.get(t.key)
+                     and _in_window(t, window) and tier(record.amount, t.usd(), self.config) is not None]
+        if not elsewhere:
+            return []
+        t = min(elsewhere, key=lambda t: (abs(t.usd() - record.amount),
+                                         abs(t.timestamp.date() - record.record_date), t.timestamp))
+        return [{"code": UNVERIFIED_SOURCE, "message": "the payout arrived from an origin the platform does "
+                 "not whitelist", "details": {"tx_hash": t.tx_hash, "origin_address": t.from_address,
+                                              "received_amount": t.usd()}}]
 
 
 def _window(record: IncomeRecord, config: MatchingConfig) -> tuple[datetime, datetime]:
@@ -132,52 +321,15 @@ def _in_window(t: Transfer, window: tuple[datetime, datetime]) -> bool:
     return window[0] <= moment < window[1]
 
 
-def _match_record(record: IncomeRecord, by_origin: Mapping[str, list[Transfer]], inflows: list[Transfer],
-                  flagged: Mapping[TransferKey, tuple[str, ...]], used: set[TransferKey],
-                  config: MatchingConfig) -> RecordMatch:
-    window = _window(record, config)
-    origins = ({record.from_reference} if record.from_reference else set()) | set(record.whitelist)
-    candidates = [t for origin in origins for t in by_origin.get(origin, ())
-                  if t.key not in used and _in_window(t, window)]
-    clean = [t for t in candidates if not flagged.get(t.key)]
-    reasons: list[dict[str, Any]] = []
-    for code in sorted({c for t in candidates for c in flagged.get(t.key, ())}):
-        tx = next(t for t in candidates if code in flagged.get(t.key, ()))
-        reasons.append({"code": code, "message": _FLAG_TEXT[code], "details": {
-            "tx_hash": tx.tx_hash, "received_amount": tx.usd()}})
-
-    def closeness(t: Transfer) -> tuple[Decimal, timedelta, datetime]:
-        return (abs(t.usd() - record.amount), abs(t.timestamp.date() - record.record_date), t.timestamp)
-
-    if clean:
-        best = min(clean, key=closeness)
-        confidence = tier(record.amount, best.usd(), config)
-        if confidence is not None:
-            used.add(best.key)
-            return RecordMatch(record, best, confidence)
-        reasons.append(_mismatch(record, best.usd(), config, tx_hash=best.tx_hash))
-        return RecordMatch(record, None, None, tuple(reasons))
-    if not reasons:
-        # Nothing from the platform's origins: an inflow of the right amount from elsewhere is named.
-        elsewhere = [t for t in inflows if t.key not in used and not flagged.get(t.key)
-                     and _in_window(t, window) and tier(record.amount, t.usd(), config) is not None]
-        if elsewhere:
-            t = min(elsewhere, key=closeness)
-            reasons.append({"code": UNVERIFIED_SOURCE, "message": "the payout arrived from an origin the "
-                            "platform does not whitelist", "details": {
-                                "tx_hash": t.tx_hash, "origin_address": t.from_address,
-                                "received_amount": t.usd()}})
-        reasons.append(_mismatch(record, Decimal(0), config))
-    return RecordMatch(record, None, None, tuple(reasons))
-
-
-def _mismatch(record: IncomeRecord, received: Decimal, config: MatchingConfig, tx_hash: str | None = None
-              ) -> dict[str, Any]:
+def _mismatch(record: IncomeRecord, received: Decimal, config: MatchingConfig,
+              transfers: tuple[Transfer, ...] = ()) -> dict[str, Any]:
     details: dict[str, Any] = {"expected_amount": record.amount, "received_amount": received,
-               "tolerance_pct": config.approximate_tolerance,
-               "actual_variance_pct": variance(record.amount, received)}
-    if tx_hash is not None:
-        details["tx_hash"] = tx_hash
+                               "tolerance_pct": config.approximate_tolerance,
+                               "actual_variance_pct": variance(record.amount, received)}
+    if transfers:
+        details["tx_hash"] = transfers[0].tx_hash
+    if len(transfers) > 1:
+        details["tx_hashes"] = [t.tx_hash for t in transfers]
     return {"code": INCOME_MISMATCH, "message": "on-chain inflow differs from the income record by more "
             "than the tolerance" if received else "no on-chain inflow matches the income record",
             "details": details}

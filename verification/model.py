@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Context, Decimal
 from typing import Any
@@ -36,15 +36,14 @@ class Transfer:
     to_address: str
     amount: int
     decimals: int = 6
+    # (network, tx_hash, log_index), made once: the rules look transfers up by it many times.
+    key: TransferKey = field(init=False, repr=False, compare=False)
+    # Position on its chain: later transfers sort after earlier ones, within a block too.
+    order: tuple[int, int] = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> TransferKey:
-        return (self.network, self.tx_hash, self.log_index)
-
-    @property
-    def order(self) -> tuple[int, int]:
-        """Position on its chain: later transfers sort after earlier ones, within a block too."""
-        return (self.block_number, self.log_index)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", (self.network, self.tx_hash, self.log_index))
+        object.__setattr__(self, "order", (self.block_number, self.log_index))
 
     def usd(self) -> Decimal:
         """Token units, exact (USDC and USDT count one USD per token)."""

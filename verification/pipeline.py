@@ -1,43 +1,39 @@
-"""The whole verification of one user, as one pure function: fraud rules on every network (the funding
-trace of every inbound transfer, the pass-through), payroll matching over all wallets, labels of every
-transfer, the VIP figures and the VIP report body."""
+"""The whole verification of one user, as one pure function in named steps: screen every network for fraud
+(`screening`: the pass-through rule, the funding trace of every inbound transfer), keep the flags earlier
+runs raised, match every income record over all wallets, label every transfer, and choose the wallet and
+platform the VIP names; then the VIP report body."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from vip.verification.classify import classify
-from vip.verification.config import MatchingConfig, VerificationConfig
-from vip.verification.fraud import Funding, FundingLedger, FundingPool, find_wash_trades, trace_funding
-from vip.verification.matching import PeriodResult, match_income, tier
+from vip.verification.config import VerificationConfig
+from vip.verification.funding import SCALE, Funding
+from vip.verification.matching import PeriodResult, match_income
 from vip.verification.model import (
-    CIRCULAR_FLOW,
     EXACT,
     FRAUD_TYPES,
     INSUFFICIENT_HISTORY,
-    WASH_TRADE,
     IncomeRecord,
     Label,
     Transfer,
     TransferKey,
 )
 from vip.verification.profile import Figures, figures, usd
+from vip.verification.screening import Opaque, Screening, Side, Wallet, prior_flags_into, screen_network
+
+__all__ = ["Finding", "Outcome", "Platform", "TraceSummary", "Wallet", "verify", "vip_report"]
 
 MAX_REPORTED_FLAGS = 200  # the VIP lists at most this many flagged transfers (all are labelled)
 MAX_REPORTED_UNTRACED = 50  # and at most this many addresses the trace could not follow
+MAX_REPORTED_OPAQUE = 50  # and at most this many payouts whose origin it could not see
 SHARE_PLACES = Decimal("0.0001")
-
-
-@dataclass(frozen=True)
-class Wallet:
-    id: str
-    address: str  # lower-case
-    network: str
 
 
 @dataclass(frozen=True)
@@ -57,13 +53,16 @@ class Finding:
 
 @dataclass(frozen=True)
 class TraceSummary:
-    """What the funding trace covered: inbound transfers traced, self-funded, and what it could not
-    follow (an address whose history was not fetched: the fetch cap, or a fetch not finished in time)."""
+    """What the funding trace covered: inbound transfers traced, self-funded, what it could not follow (an
+    address whose history was not fetched: the fetch cap, or a fetch not finished in time) and what it
+    could not see (`opaque`); `history_from`: where the history it read begins."""
 
     traced: int = 0
     self_funded: int = 0
     untraced: list[tuple[str, str, str]] = field(default_factory=list)  # (network, address, inbound tx)
     capped: bool = False
+    opaque: list[Opaque] = field(default_factory=list)
+    history_from: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -78,133 +77,120 @@ class Outcome:
     trace: TraceSummary = TraceSummary()
 
 
-def could_be_income(t: Transfer, records: Sequence[IncomeRecord], config: MatchingConfig) -> bool:
-    """An inbound transfer some income record of the user could be paid by: from an origin the record
-    accepts (its `from_reference` or its platform's whitelist: a named payer is traced like any other
-    address, never exempt), its amount within the approximate tier of the record's, landing in the
-    record's matching window."""
-    day = t.timestamp.date()
-    for r in records:
-        if (r.accepts_origin(t.from_address) and r.record_date - timedelta(days=config.days_before) <= day
-                <= r.record_date + timedelta(days=config.days_after)
-                and tier(r.amount, t.usd(), config) is not None):
-            return True
-    return False
+@dataclass
+class _Income:
+    """What the matched records say: each income transfer's payroll_match, and in the window the matches
+    per platform and the income received per wallet address."""
+
+    labels: dict[TransferKey, dict[str, Any]] = field(default_factory=dict)
+    platform_hits: Counter[str] = field(default_factory=Counter)
+    received_by: Counter[str] = field(default_factory=Counter)
 
 
 def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Sequence[IncomeRecord],
            platforms: Sequence[Platform], periods: Sequence[str], config: VerificationConfig, *,
            known: Mapping[str, Collection[str]] | None = None, capped: Collection[str] = (),
-           prior_flags: Mapping[tuple[str, TransferKey], Collection[str]] | None = None) -> Outcome:
+           prior_flags: Mapping[Side, Collection[str]] | None = None,
+           history_from: datetime | None = None,
+           openings: Mapping[str, Mapping[str, int]] | None = None) -> Outcome:
     """`periods`: the VIP's window (its figures); `records`: every inbound income record of the user (all of
     them label the transfers they match, in the window or not). `transfers`: every indexed transfer from
-    the earliest of those (less the matching and trace windows) that touches the wallets or the addresses
-    fetched for the funding trace. `known`: per network, the addresses whose history in the window is complete
-    (None: every address `transfers` mentions); `capped`: networks where the trace's fetch hit its cap.
-    `prior_flags`: wash and circular flags an earlier run raised, by (wallet address, transfer key): kept
-    as if raised now (without evidence), so a flagged transfer never becomes income (decision 163)."""
+    `history_from` (the earliest income examined less the trace's `history_days`) that touches the wallets
+    or the addresses fetched for the funding trace. `known`: per network, the addresses whose history from
+    then is complete (None: every address `transfers` mentions); `capped`: networks where the trace's fetch
+    hit its cap. `prior_flags`: wash and circular flags an earlier run raised, by (wallet address, transfer
+    key): kept as if raised now (without evidence), so a flagged transfer never becomes income (decision
+    163). `openings`: per network, what addresses held (10^-18 USD) when the history begins, where the
+    index knows it (their balance now less what the history added)."""
+    whitelisted = frozenset(a for p in platforms for a in p.whitelist) | frozenset(
+        r.from_reference for r in records if r.from_reference)
+    screening = _screen(wallets, transfers, records, config, known, whitelisted, openings)
+    prior_flags_into(screening.flags, prior_flags, FRAUD_TYPES)
+    matched = _match_every_record(periods, records, screening, config)
+    income = _income(matched, set(periods))
+    labels, findings = _label(wallets, screening, income, whitelisted, config)
+    own_once = {t.key: t for items in screening.own.values() for t in items}
+    summary = TraceSummary(screening.traced, screening.self_funded, screening.untraced, bool(set(capped)),
+                           screening.opaque, history_from)
+    results = [matched[p] for p in periods]
+    return Outcome(results, figures(results), labels, findings, _primary_wallet(wallets, income),
+                   _main_platform(platforms, income), list(own_once.values()), summary)
+
+
+def _screen(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Sequence[IncomeRecord],
+            config: VerificationConfig, known: Mapping[str, Collection[str]] | None,
+            lenders: frozenset[str], openings: Mapping[str, Mapping[str, int]] | None) -> Screening:
+    """The fraud screening of every network the user has a wallet on."""
     by_network: dict[str, list[Transfer]] = defaultdict(list)
     for t in transfers:
         by_network[t.network].append(t)
-    whitelisted = frozenset(a for p in platforms for a in p.whitelist) | frozenset(
-        r.from_reference for r in records if r.from_reference)
-    trace_config = config.funding_trace
-    flags: dict[tuple[str, TransferKey], set[str]] = defaultdict(set)  # (wallet address, key) -> codes
-    # The trace's evidence, per flag it raised: a transfer the wash rule also flags carries none for that.
-    evidence: dict[tuple[str, TransferKey, str], Funding] = {}
-    own: dict[Wallet, list[Transfer]] = {}
-    inflows: list[Transfer] = []
-    traced = self_funded = 0
-    untraced: list[tuple[str, str, str]] = []
+    screening = Screening()
     for network in sorted({w.network for w in wallets}):
-        mine = [w for w in wallets if w.network == network]
-        home = frozenset(w.address for w in mine)
-        everything = by_network.get(network, [])
-        touching = [t for t in everything if t.from_address in home or t.to_address in home]
-        arriving = sorted((t for t in touching if t.to_address in home and t.from_address not in home),
-                          key=lambda t: t.order)
-        candidates = {t.key for t in arriving if could_be_income(t, records, config.matching)}
-        for w in mine:
-            own[w] = [t for t in touching if w.address in (t.from_address, t.to_address)]
-            # Between two of the user's wallets is neither: it is the same person's money.
-            for key in find_wash_trades(w.address, own[w], config.wash_trade,
-                                        skip=home | set(config.dex_addresses.get(network, ())),
-                                        claimable=candidates):
-                flags[(w.address, key)].add(WASH_TRADE)
-        ledger = FundingLedger(everything, trace_config.max_pieces)
-        network_known = None if known is None else frozenset(known.get(network, ())) | home
-        # Two accountings of the same money, the larger share counts: last in first out (money passed
-        # on at once, through hubs too) for every inbound transfer, and the pool (money that stopped over
-        # while other money arrived) for those that could pass for income.
-        pool = FundingPool(everything, home, trace_config, network_known,
-                           payers={t.from_address for t in arriving if t.key in candidates})
-        for t in arriving:
-            funding = trace_funding(t, ledger, home, trace_config, network_known)
-            pooled = pool.funding(t) if t.key in candidates else None
-            if pooled is not None and pooled.share > funding.share and pooled.path:
-                funding = Funding(t, pooled.own_units, pooled.path, funding.untraced, pooled.origins)
-            traced += 1
-            untraced += [(network, address, t.tx_hash) for address in sorted(funding.untraced)]
-            # Self-funded money is flagged when it could pass for income, and always when it went round
-            # through two or more intermediaries; one that came straight back from the address the user
-            # paid and no record could claim is a refund or a loan repaid (docs/verification.md).
-            if not funding.self_funded(trace_config) or (
-                    funding.intermediaries < 2 and t.key not in candidates):
-                continue
-            self_funded += 1
-            code = WASH_TRADE if funding.intermediaries == 1 else CIRCULAR_FLOW
-            # The inbound transfer and every payment of the user's wallets found in it.
-            for side in [(t.to_address, t.key), *((o.from_address, o.key) for o in funding.origins)]:
-                flags[side].add(code)
-                evidence[(*side, code)] = funding
-        inflows += arriving
-    for side, codes in (prior_flags or {}).items():
-        flags[side] |= {c for c in codes if c in FRAUD_TYPES}
-    flagged_keys: dict[TransferKey, tuple[str, ...]] = {}
-    for (_, key), codes in flags.items():
-        flagged_keys[key] = tuple(sorted(set(flagged_keys.get(key, ())) | codes))
+        screen_network(screening, network, [w for w in wallets if w.network == network],
+                       by_network.get(network, []), records, config,
+                       None if known is None else known.get(network, ()), lenders,
+                       (openings or {}).get(network))
+    return screening
 
-    # Every record of the user is matched, not only the window's (decision 131): a transfer paying a
-    # record is verified income whichever VIP window it falls in; the window's periods make the figures.
-    window = set(periods)
-    every_period = sorted(window | {r.period for r in records})
-    matched = {r.period: r for r in match_income(every_period, records, inflows, flagged_keys,
-                                                 config.matching)}
-    results = [matched[p] for p in periods]
-    income: dict[TransferKey, dict[str, Any]] = {}
-    platform_hits: Counter[str] = Counter()
-    received_by: Counter[str] = Counter()
+
+def _match_every_record(periods: Sequence[str], records: Sequence[IncomeRecord], screening: Screening,
+                        config: VerificationConfig) -> dict[str, PeriodResult]:
+    """Every record of the user is matched, not only the window's (decision 131): a transfer paying a
+    record is verified income whichever VIP window it falls in; the window's periods make the figures.
+    A transfer flagged (as any wallet sees it) is never income."""
+    flagged: dict[TransferKey, tuple[str, ...]] = {}
+    for (_, key), codes in screening.flags.items():
+        flagged[key] = tuple(sorted(set(flagged.get(key, ())) | codes))
+    every_period = sorted(set(periods) | {r.period for r in records})
+    return {r.period: r for r in match_income(every_period, records, screening.inflows, flagged,
+                                              config.matching)}
+
+
+def _income(matched: Mapping[str, PeriodResult], window: set[str]) -> _Income:
+    """Labels follow every transfer of a settlement; a transfer shared by two records carries the first's
+    period."""
+    income = _Income()
+    counted: set[TransferKey] = set()
     for result in matched.values():
         for m in result.records:
-            if m.transfer is None:
-                continue
-            income[m.transfer.key] = {"matched": True, "payroll_period": result.period,
-                                      "origin_platform": m.record.platform,
-                                      "match_confidence": m.confidence}
-            if result.period in window:
-                platform_hits[m.record.platform] += 1
-                received_by[m.transfer.to_address] += m.transfer.amount
+            for t in m.transfers:
+                income.labels.setdefault(t.key, {
+                    "matched": True, "payroll_period": result.period, "origin_platform": m.record.platform,
+                    "match_confidence": m.confidence})
+                if result.period in window and t.key not in counted:
+                    counted.add(t.key)
+                    income.received_by[t.to_address] += t.amount
+            if m.transfers and result.period in window:
+                income.platform_hits[m.record.platform] += 1
+    return income
 
+
+def _label(wallets: Sequence[Wallet], screening: Screening, income: _Income, whitelisted: frozenset[str],
+           config: VerificationConfig) -> tuple[dict[Wallet, dict[TransferKey, Label]], list[Finding]]:
+    """Every wallet's label of each of its transfers, and the findings (one per flag), in time order."""
     labels: dict[Wallet, dict[TransferKey, Label]] = {}
     findings: list[Finding] = []
-    for w, items in own.items():
+    for w, items in screening.own.items():
         home = frozenset(x.address for x in wallets if x.network == w.network)
-        view = {t.key: tuple(sorted(flags.get((w.address, t.key), ()))) for t in items}
+        view = {t.key: tuple(sorted(screening.flags.get((w.address, t.key), ()))) for t in items}
         labels[w] = classify(w.address, items, home=home, fraud={k: v for k, v in view.items() if v},
-                             income=income, whitelisted=whitelisted,
+                             income=income.labels, whitelisted=whitelisted,
                              dex=set(config.dex_addresses.get(w.network, ())))
-        findings.extend(Finding(w, t, code, evidence.get((w.address, t.key, code)))
+        findings.extend(Finding(w, t, code, screening.evidence.get((w.address, t.key, code)))
                         for t in items for code in view[t.key])
     findings.sort(key=lambda f: (f.transfer.timestamp, f.transfer.order, f.wallet.address, f.code))
+    return labels, findings
 
-    primary = max(wallets, key=lambda w: (received_by[w.address], -wallets.index(w)), default=None)
+
+def _primary_wallet(wallets: Sequence[Wallet], income: _Income) -> Wallet | None:
+    return max(wallets, key=lambda w: (income.received_by[w.address], -wallets.index(w)), default=None)
+
+
+def _main_platform(platforms: Sequence[Platform], income: _Income) -> Platform | None:
     by_id = {p.id: p for p in platforms}
-    platform = by_id.get(platform_hits.most_common(1)[0][0]) if platform_hits else (
-        platforms[0] if platforms else None)
-    own_once = {t.key: t for items in own.values() for t in items}
-    summary = TraceSummary(traced, self_funded, untraced, bool(set(capped)))
-    return Outcome(results, figures(results), labels, findings, primary, platform, list(own_once.values()),
-                   summary)
+    if income.platform_hits:
+        return by_id.get(income.platform_hits.most_common(1)[0][0])
+    return platforms[0] if platforms else None
 
 
 def vip_report(outcome: Outcome, *, vip_id: str, user_id: str, generated_at: datetime,
@@ -219,6 +205,7 @@ def vip_report(outcome: Outcome, *, vip_id: str, user_id: str, generated_at: dat
             verified.append({
                 "period": result.period, "expected_amount": usd(result.expected),
                 "received_amount": usd(result.received), "tx_hash": t.tx_hash,
+                "transfers": [transfer_json(x) for x in result.transfers],
                 "payout_date": main.record.record_date.isoformat(),
                 "block_timestamp": _iso(t.timestamp), "origin_address": t.from_address,
                 "match_confidence": result.confidence, "verified": True})
@@ -248,16 +235,29 @@ def vip_report(outcome: Outcome, *, vip_id: str, user_id: str, generated_at: dat
     return body
 
 
+def transfer_json(t: Transfer) -> dict[str, Any]:
+    """One transfer that settled a verified period."""
+    return {"tx_hash": t.tx_hash, "log_index": t.log_index, "amount_usd": usd(t.usd()),
+            "block_timestamp": _iso(t.timestamp), "origin_address": t.from_address}
+
+
 def fraud_trace_json(trace: TraceSummary, config: VerificationConfig | None = None) -> dict[str, Any]:
-    """What the funding trace covered, and what it could not follow (the fetch cap hit, a fetch not
-    finished in time): a lender reads here how far the fraud flags can be trusted."""
+    """What the funding trace covered, what it could not follow (the fetch cap hit, a fetch not finished
+    in time) and what it could not see (`opaque`: a payout paid from money held before the history read,
+    or come through an omnibus where the user keeps money): a lender reads here how far the fraud flags can
+    be trusted."""
     settings = (config or VerificationConfig()).funding_trace
-    return {"window_days": settings.window_days, "max_hops": settings.max_hops,
-            "self_funded_share": settings.self_funded_share, "transfers_traced": trace.traced,
-            "self_funded": trace.self_funded, "fetch_cap_hit": trace.capped,
+    return {"history_days": settings.history_days,
+            "history_from": _iso(trace.history_from) if trace.history_from else None,
+            "max_hops": settings.max_hops, "self_funded_share": settings.self_funded_share,
+            "transfers_traced": trace.traced, "self_funded": trace.self_funded, "fetch_cap_hit": trace.capped,
             "untraced_count": len(trace.untraced),
             "untraced": [{"network": n, "address": a, "tx_hash": h}
-                         for n, a, h in trace.untraced[:MAX_REPORTED_UNTRACED]]}
+                         for n, a, h in trace.untraced[:MAX_REPORTED_UNTRACED]],
+            "opaque_count": len(trace.opaque),
+            "opaque": [{"network": o.network, "tx_hash": o.transfer.tx_hash, "address": o.address,
+                        "reason": o.reason, "amount_usd": usd(Decimal(o.units).scaleb(-SCALE, EXACT))}
+                       for o in trace.opaque[:MAX_REPORTED_OPAQUE]]}
 
 
 def share(funding: Funding) -> Decimal:

@@ -1,11 +1,13 @@
 """Scenario harness for the verification tests: a fresh Anvil with its own time line, the real API and the
-real daemon (indexer + VIP job), a user with a SIWE-connected wallet and a pushed payroll platform."""
+real daemon (indexer + VIP job), a user with a SIWE-connected wallet and a pushed payroll platform; fresh
+borrowers and addresses as many as a property test needs (Anvil impersonation)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -13,15 +15,39 @@ from typing import Any
 
 from eth_account import Account
 from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from tests.support.api import ApiHarness
-from tests.support.chain import ChainDriver
+from tests.support.api import ApiHarness, checked_api
+from tests.support.chain import ChainDriver, indexer_settings, local_network
+from tests.support.indexer import running_indexer, wait_synced
 from tests.support.wallets import connect
 from vip.api.jsonio import dumps, loads
-from vip.store.tables import outbox_events, vip_reports
+from vip.config import RateLimitConfig
+from vip.store.tables import outbox_events, vip_reports, watched_addresses
+from vip.verification.config import CircularFlowConfig, VerificationConfig
 
 USDC = 10**6
 PAYDAY = 25
+DEX = "0x" + "de" * 20
+
+
+@asynccontextmanager
+async def verification_api(aiohttp_client, chain: ChainDriver, database_url: str, engine, *,
+                           unmetered: bool = False) -> AsyncIterator[ApiHarness]:
+    """The real app on this test's own Anvil (its time moves) and database, checked against OpenAPI, with
+    quick jobs and a DEX router the rules know. `unmetered`: rate limits out of the way (a property test
+    makes many borrowers a minute with one key)."""
+    network = local_network(chain.node.rpc_url, chain.node.chain_id, chain.contracts)
+    settings = indexer_settings(network).model_copy(update={"verification": VerificationConfig(
+        job_idle_s=0.05, dex_addresses={"local": (DEX,)},
+        circular_flow=CircularFlowConfig(fetch_wait_s=60))})
+    if unmetered:
+        many = 10**6
+        settings = settings.model_copy(update={"api": settings.api.model_copy(update={
+            "rate_limits": RateLimitConfig(vip_report_per_user=many, risk_score_per_user=many,
+                                           transactions_per_key=many, default_per_key=many)})})
+    async with checked_api(aiohttp_client, settings, database_url, engine) as harness:
+        yield harness
 
 
 def months_after(start: datetime, count: int) -> list[date]:
@@ -116,6 +142,51 @@ class Borrower:
                                       .order_by(outbox_events.c.seq))
         return [(r.type, r.data["object"]) for r in rows if r.type.startswith(prefix)
                 and r.data["object"].get("user_id") == self.user_id]
+
+
+async def indexed_from(engine, network: str, addresses: Sequence[str], start: datetime,
+                       reason: str = "counterparty") -> None:
+    """Addresses as the indexer leaves them once their history from `start` is backfilled (no indexer
+    runs in the test: the job never waits on a fetch)."""
+    async with engine.begin() as conn:
+        await conn.execute(pg_insert(watched_addresses).on_conflict_do_nothing(), [
+            {"network": network, "address": a, "reason": reason, "start_time": start,
+             "backfill_done_at": start} for a in addresses])
+
+
+def fresh_address(chain: ChainDriver) -> str:
+    """A new address that can send transactions (impersonated, with gas) and holds no tokens."""
+    address = Account.create().address
+    chain.node.call("anvil_impersonateAccount", [address])
+    chain.node.call("anvil_setBalance", [address, hex(10**20)])
+    return address.lower()
+
+
+async def fresh_borrower(api: ApiHarness, chain: ChainDriver, *, funds: int = 10**12) -> Borrower:
+    """A new user with a new SIWE-connected wallet holding `funds` USDC, a new employer, four free
+    addresses; the start is the chain's time now."""
+    account = Account.create()
+    wallet = account.address.lower()
+    chain.node.call("anvil_impersonateAccount", [account.address])
+    chain.node.call("anvil_setBalance", [account.address, hex(10**20)])
+    user_id = await api.user()
+    await connect(api, user_id, account)
+    employer, others = fresh_address(chain), [fresh_address(chain) for _ in range(4)]
+    chain.set_automine(False)
+    for holder in (wallet, employer):
+        chain.mint("USDC", holder, funds)
+    chain.mine()
+    chain.set_automine(True)
+    head = chain.node.call("eth_getBlockByNumber", ["latest", False])
+    start = datetime.fromtimestamp(int(head["timestamp"], 16), UTC)
+    return Borrower(api, chain, user_id, wallet, employer, others, start)
+
+
+async def vip_when_synced(b: Borrower, database_url: str, lookback_months: int = 6, **params: Any) -> dict:
+    """The VIP of the borrower, the daemon running from the chain's state now."""
+    async with running_indexer(b.api.settings, database_url):
+        await wait_synced(b.api.engine, b.chain, "local")
+        return await b.vip(lookback_months, **params)
 
 
 async def new_borrower(api: ApiHarness, chain: ChainDriver) -> Borrower:

@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import and_, func, or_, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vip.config import PlatformConfig, Settings
+from vip.config import NetworkConfig, PlatformConfig, Settings
 from vip.indexer import store as indexer_store
 from vip.indexer.store import add_watched_address
 from vip.store.tables import (
@@ -122,29 +122,34 @@ def payers(transfers: Iterable[Transfer], to: set[str], excluded: set[str]) -> l
     return [address for address, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-async def watch_missing(conn: AsyncConnection, network: str, addresses: Sequence[str],
-                        since: datetime) -> int:
-    """Ask the indexer for the history from `since` of those of `addresses` it does not watch yet (a
-    backfill each); returns how many. One already watched (a counterparty, another user's wallet) is
-    left as it is."""
+async def watch_from(conn: AsyncConnection, network: str, addresses: Sequence[str], since: datetime) -> int:
+    """Ask the indexer for the history from `since` of those of `addresses` it does not hold from then: a
+    backfill of each it does not watch yet, and of the part before its start of each watched from a later
+    time (another user's wallet, a counterparty of a shorter VIP). Returns how many. One watched from a
+    block (the operator's choice) is used as it is."""
     if not addresses:
         return 0
-    watched = set(await conn.scalars(select(watched_addresses.c.address).where(
-        watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)))))
-    added = 0
+    starts = {r.address: r.start_time for r in await conn.execute(
+        select(watched_addresses.c.address, watched_addresses.c.start_time).where(
+            watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses))))}
+    asked = 0
     for address in addresses:
-        if address not in watched:
-            added += await add_watched_address(conn, network, address, "counterparty", start_time=since)
-    return added
+        start = starts.get(address, since)
+        if address not in starts or (start is not None and start > since):
+            await add_watched_address(conn, network, address, "counterparty", start_time=since)
+            asked += 1
+    return asked
 
 
-async def backfilled(conn: AsyncConnection, network: str, addresses: Sequence[str]) -> set[str]:
-    """Those of `addresses` watched with their history backfilled."""
+async def backfilled(conn: AsyncConnection, network: str, addresses: Sequence[str],
+                     since: datetime) -> set[str]:
+    """Those of `addresses` whose history from `since` is backfilled."""
     if not addresses:
         return set()
-    return set(await conn.scalars(select(watched_addresses.c.address).where(
-        watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)),
-        watched_addresses.c.backfill_done_at.is_not(None))))
+    w = watched_addresses
+    return set(await conn.scalars(select(w.c.address).where(
+        w.c.network == network, w.c.address.in_(list(addresses)), w.c.backfill_done_at.is_not(None),
+        or_(w.c.start_time.is_(None), w.c.start_time <= since))))
 
 
 async def pending_backfills(conn: AsyncConnection, network: str, addresses: Sequence[str]) -> int:
@@ -154,6 +159,35 @@ async def pending_backfills(conn: AsyncConnection, network: str, addresses: Sequ
     return await conn.scalar(select(func.count()).select_from(watched_addresses).where(
         watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)),
         watched_addresses.c.backfill_done_at.is_(None))) or 0
+
+
+async def opening_balances(conn: AsyncConnection, network: NetworkConfig, addresses: Sequence[str],
+                           since: datetime) -> dict[str, int]:
+    """What each of `addresses` held when the history read from `since` begins, in 10^-18 USD (USDC and USDT
+    count one USD per token), where the indexer has read its balances: each token's balance less what the
+    stored transfers from `since` up to that balance's block added. The funding trace counts it as money of
+    unknown origin, never the user's. An address without balances is left out (the trace then assumes the
+    least that covers its payments)."""
+    if not addresses:
+        return {}
+    b, t = address_balances, token_transfers
+    moved = [t.c.network == b.c.network, t.c.token == b.c.token, t.c.block_timestamp >= since,
+             t.c.block_number <= b.c.block_number]
+    received = select(func.coalesce(func.sum(t.c.amount), 0)).where(
+        *moved, t.c.to_address == b.c.address).scalar_subquery()
+    sent = select(func.coalesce(func.sum(t.c.amount), 0)).where(
+        *moved, t.c.from_address == b.c.address).scalar_subquery()
+    rows = await conn.execute(select(b.c.address, b.c.token, b.c.balance, received.label("received"),
+                                     sent.label("sent")).where(
+        b.c.network == network.name, b.c.address.in_(list(addresses))))
+    openings: dict[str, int] = {}
+    for r in rows:
+        token = network.tokens.get(r.token)
+        if token is None or token.decimals > 18:
+            continue
+        held = int(r.balance) - int(r.received) + int(r.sent)
+        openings[r.address] = openings.get(r.address, 0) + max(held, 0) * 10 ** (18 - token.decimals)
+    return openings
 
 
 async def usdc_balances(conn: AsyncConnection, wallets_: Sequence[Wallet]) -> dict[Wallet, int | None]:

@@ -102,7 +102,7 @@ class LabellingJob:
         earliest = min([_month_start(periods[0]),
                         *(datetime.combine(r.record_date, datetime.min.time(), UTC) for r in records)])
         since = earliest - timedelta(days=self.config.matching.days_before
-                                     + self.config.funding_trace.window_days)
+                                     + self.config.funding_trace.history_days)
 
         async def fetch_requested(at: datetime) -> None:
             await label_queue.mark_fetch_requested(conn, row.id, at)
@@ -114,7 +114,8 @@ class LabellingJob:
             return gathered
         prior = await labels.prior_flags(conn, wallets)
         outcome = verify(wallets, gathered.transfers, records, platforms, periods, self.config,
-                         known=gathered.known, capped=gathered.capped, prior_flags=prior)
+                         known=gathered.known, capped=gathered.capped, prior_flags=prior, history_from=since,
+                         openings=gathered.openings)
         organisation_id = await conn.scalar(select(users.c.organisation_id).where(users.c.id == row.user_id))
         await labels.store_labels(conn, user_id=row.user_id, organisation_id=organisation_id, outcome=outcome,
                                   now=now)

@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.config import Settings
 from vip.reports import inputs as inputs
-from vip.verification.fraud import ZERO_ADDRESS, FundingLedger
+from vip.verification.funding import ZERO_ADDRESS, FundingLedger
 from vip.verification.model import Transfer, TransferKey
 from vip.verification.pipeline import Wallet
 
@@ -24,20 +24,21 @@ TIMED_OUT = "timed_out"
 # None (WAITING): backfills under way, the worker may idle.
 FETCHING = "fetching"
 WAITING = None
-# Per payment traced, the trace's fetch also follows this many of the payer's largest inflows in the
-# window before it (the pool accounting may find the user's money there), besides what last in first out
-# attributes the payment to.
+# Per payment traced, the trace's fetch also follows this many of the payer's largest inflows before it (the
+# pool accounting may find the user's money there), besides what last in first out attributes the payment to.
 POOL_FOLLOW = 16
 
 
 @dataclass(frozen=True)
 class TraceInputs:
     """The `verify` arguments read from the index: transfers, per network the addresses whose history is
-    complete, the networks where the fetch cap cut the trace."""
+    complete and what they held when it begins (where their balances are read), the networks where the
+    fetch cap cut the trace."""
 
     transfers: list[Transfer]
     known: dict[str, set[str]]
     capped: set[str]
+    openings: dict[str, dict[str, int]]
 
 
 class TraceCollector:
@@ -58,8 +59,14 @@ class TraceCollector:
         # would miss its payouts (and its payers). It waits, however long that takes: a wrong report is
         # worse than a late one (the job-queue-age alert watches the wait).
         for network in sorted({w.network for w in wallets}):
-            if await inputs.pending_backfills(conn, network, sorted(w.address for w in wallets
-                                                                    if w.network == network)):
+            mine = sorted(w.address for w in wallets if w.network == network)
+            # The wallets' history from `since` too: the user's money may have left them long before it
+            # comes back as "salary" (a wallet is backfilled a year back when it connects).
+            asked = await inputs.watch_from(conn, network, mine, since)
+            if asked:
+                bound.info("fetching the wallets' earlier history", wallets=asked)
+                return FETCHING
+            if await inputs.pending_backfills(conn, network, mine):
                 return WAITING
         own, wanted, fetched, capped = await self._collect(conn, wallets, finals, since)
         ready = await self._trace_ready(conn, wanted, since, fetch_requested_at, mark_fetch_requested, bound)
@@ -74,12 +81,15 @@ class TraceCollector:
                 return FETCHING
         transfers: list[Transfer] = []
         known: dict[str, set[str]] = {}
+        openings: dict[str, dict[str, int]] = {}
         for network, items in own.items():
             seen = {t.key for t in items}
             transfers += items + [t for t in fetched[network] if t.key not in seen]
-            known[network] = {w.address for w in wallets if w.network == network} | await inputs.backfilled(
-                conn, network, wanted[network])
-        return TraceInputs(transfers, known, capped)
+            complete = await inputs.backfilled(conn, network, wanted[network], since)
+            known[network] = {w.address for w in wallets if w.network == network} | complete
+            openings[network] = await inputs.opening_balances(conn, self.settings.networks[network],
+                                                              sorted(complete), since)
+        return TraceInputs(transfers, known, capped, openings)
 
     async def _collect(self, conn: AsyncConnection, wallets: list[Wallet], finals: dict[str, int],
                        since: datetime) -> tuple[dict[str, list[Transfer]], dict[str, list[str]],
@@ -111,7 +121,6 @@ class TraceCollector:
         senders whose money reached it last before it paid the user, not its thousands), and so on
         `max_hops` deep. No address is left out but the zero address, whose transfers are mints."""
         trace = self.config.funding_trace
-        window = timedelta(days=trace.window_days)
         wanted: list[str] = []
         fetched: list[Transfer] = []
         excluded = set(home) | {ZERO_ADDRESS}
@@ -140,12 +149,11 @@ class TraceCollector:
                 if p.from_address not in chosen:
                     continue
                 # What last in first out attributes the payment to, and (for the pool) the largest
-                # inflows of the payer in the window before it.
-                before = [t for t in received[p.from_address]
-                          if t.order < p.order and t.timestamp >= p.timestamp - window]
+                # inflows of the payer before it, however old.
+                before = [t for t in received[p.from_address] if t.order < p.order]
                 largest = sorted(before, key=lambda t: (-t.amount, t.order))[:POOL_FOLLOW]
                 for inflow in [*(i for i, _ in ledger.pieces(p)), *largest]:
-                    if inflow.timestamp >= p.timestamp - window and inflow.from_address not in home:
+                    if inflow.from_address not in home:
                         following[inflow.key] = inflow
             payments = list(following.values())
         return wanted, fetched, capped
@@ -161,7 +169,7 @@ class TraceCollector:
         wall = datetime.now(UTC)
         added = 0
         for network, addresses in wanted.items():
-            added += await inputs.watch_missing(conn, network, addresses, since)
+            added += await inputs.watch_from(conn, network, addresses, since)
         if fetch_requested_at is None:
             await mark_fetch_requested(wall)
         elif (wall - fetch_requested_at).total_seconds() >= self.config.circular_flow.fetch_wait_s:

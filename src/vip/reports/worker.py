@@ -112,9 +112,8 @@ class VipReportJob:
             code = "ERR_MISSING_WALLET" if not wallets else "ERR_MISSING_PLATFORM"
             await vip_reports.fail(conn, row, error_code=code, retry_at=None, now=now)
             return "error"
-        trace = config.funding_trace
         earliest = min([start, *(datetime.combine(r.record_date, datetime.min.time(), UTC) for r in records)])
-        since = earliest - timedelta(days=config.matching.days_before + trace.window_days)
+        since = earliest - timedelta(days=config.matching.days_before + config.funding_trace.history_days)
 
         async def fetch_requested(at: datetime) -> None:
             await vip_reports.mark_fetch_requested(conn, row.id, at)
@@ -128,7 +127,8 @@ class VipReportJob:
         await labels.lock_user_labels(conn, row.user_id)
         prior = await labels.prior_flags(conn, wallets)
         outcome = verify(wallets, gathered.transfers, records, platforms, periods, config,
-                         known=gathered.known, capped=gathered.capped, prior_flags=prior)
+                         known=gathered.known, capped=gathered.capped, prior_flags=prior, history_from=since,
+                         openings=gathered.openings)
         await labels.store_labels(conn, user_id=row.user_id, organisation_id=row.organisation_id,
                                   outcome=outcome, now=now)
         cashflow = await self._cashflow(conn, wallets, outcome, periods, start, min(as_of, end))
