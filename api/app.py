@@ -41,6 +41,7 @@ from vip.dashboard.app import add_dashboard
 from vip.errors import ApiError, Unauthorized
 from vip.readiness import CachedReadiness
 from vip.store.engine import create_engine
+from vip.store.transaction_guard import http_trace
 
 log = structlog.get_logger(__name__)
 ROUTE_GROUPS = (users.routes, admin.routes, wallet_connect.routes, platforms.routes, connections.routes,
@@ -129,7 +130,8 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
         app[ENGINE] = create_engine(database_url, pre_ping=False)
         app[CLAIMS] = create_engine(database_url, pool_size=10, pre_ping=False)
         app[CLOCK] = clock_for(settings)
-        app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
+        app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15),
+                                          trace_configs=[http_trace()])
         housekeeping = asyncio.create_task(_prune_rate_limits(app))
         revocations = asyncio.create_task(keys.follow_revocations(app[ENGINE], app[KEY_CACHE]))
         yield
