@@ -19,6 +19,9 @@ from vip.devstack.anvil import AnvilNode, start_anvil
 from vip.store import transaction_guard
 from vip.store.engine import create_engine
 
+# The fast lane and the full suite (markers e2e and fuzz; tests/support/lanes.py)
+pytest_plugins = ("tests.support.lanes",)
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # A network call made while the calling task holds an open database transaction fails the test
