@@ -43,6 +43,7 @@ from vip.dashboard.app import add_dashboard
 from vip.errors import ApiError, Unauthorized
 from vip.readiness import CachedReadiness
 from vip.store.engine import create_engine
+from vip.store.transaction_guard import http_trace
 
 log = structlog.get_logger(__name__)
 API_RPC_ATTEMPTS = 2
@@ -133,7 +134,8 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
         app[ENGINE] = create_engine(database_url, pre_ping=False)
         app[CLAIMS] = create_engine(database_url, pool_size=10, pre_ping=False)
         app[CLOCK] = clock_for(settings)
-        app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
+        app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15),
+                                          trace_configs=[http_trace()])
         # A request's chain reads give up after API_RPC_ATTEMPTS tries: a lender waits seconds, not minutes.
         app[RPCS] = RpcClients(settings.rpc.model_copy(update={
             "max_attempts": min(settings.rpc.max_attempts, API_RPC_ATTEMPTS)}))

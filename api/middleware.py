@@ -7,14 +7,14 @@ import hashlib
 import re
 import secrets
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import structlog
 from aiohttp import hdrs, web
-from psycopg.errors import LockNotAvailable
-from sqlalchemy import and_, delete, func, or_, select, text, update
+from sqlalchemy import ColumnElement, and_, delete, func, or_, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncTransaction
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip import metrics
 from vip.accounts import keys
@@ -33,9 +33,12 @@ from vip.errors import (
     error_body,
 )
 from vip.store.engine import autocommit_connection
+from vip.store.locks import LockBusy, held_lock
 from vip.store.tables import idempotency_keys
 
 log = structlog.get_logger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{8,100}$")
 _BEARER = re.compile(r"^Bearer ([A-Za-z0-9_\-]{16,200})$")
@@ -215,7 +218,7 @@ def _request_hash(request: web.Request, body: bytes) -> str:
     return digest.hexdigest()
 
 
-IN_PROGRESS_WAIT = "200ms"  # how long a second request waits for the first one's claim before its 409
+IN_PROGRESS_WAIT_S = 0.2  # how long a second request waits for the first one's claim before its 409
 
 
 def _in_progress(key: str) -> Conflict:
@@ -223,18 +226,36 @@ def _in_progress(key: str) -> Conflict:
                     {"Idempotency-Key": key}, code="ERR_IDEMPOTENCY_IN_PROGRESS")
 
 
+@dataclass(frozen=True)
+class _IdempotencyClaim:
+    """An Idempotency-Key of an API key, and the request that came with it."""
+
+    key_id: str
+    key: str
+    request_hash: str
+
+    @property
+    def lock_name(self) -> str:
+        return f"idempotency:{self.key_id}:{self.key}"
+
+    @property
+    def row(self) -> ColumnElement[bool]:
+        return and_(idempotency_keys.c.api_key_id == self.key_id, idempotency_keys.c.key == self.key)
+
+
 @web.middleware
-async def idempotency(request: web.Request, handler) -> web.StreamResponse:
+async def idempotency(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Idempotency-Key on a POST: the same key and request within 24 h gets the first response again;
     the same key with another request is 409.
 
-    The claim is a row inserted in a transaction that stays open while the request runs, on a connection
-    of its own (the claims pool, so that a claim never waits for the connection its own handler needs).
-    The response is written into the row and committed with it; a 5xx or an exception rolls it back. So a
-    claim lives exactly as long as its request: a process killed mid-request takes its transaction with
-    it and PostgreSQL drops the claim, and the next attempt runs afresh instead of meeting a claim for a
-    day. A second request with the key while the first runs waits `IN_PROGRESS_WAIT` on the row, then
-    gets 409 `ERR_IDEMPOTENCY_IN_PROGRESS` (or, if the first finished meanwhile, its response)."""
+    Three steps, under the key's claim: an advisory lock (`vip.store.locks.held_lock`) held on a
+    connection of the claims pool while the request runs, so that a claim never waits for the connection
+    its own handler needs and no transaction stays open across the handler's network calls. (1) An
+    answer remembered for the key is sent again (`_remembered`); (2) otherwise the handler runs (`_answer`:
+    a refusal below 500 is an answer too); (3) an answer below 500 is remembered (`_remember`). A process
+    killed mid-request takes its connection, and so the claim, with it: the next attempt runs afresh. A
+    second request with the key while the first runs waits `IN_PROGRESS_WAIT_S` for the claim, then gets
+    409 `ERR_IDEMPOTENCY_IN_PROGRESS` (or, if the first finished meanwhile, its answer)."""
     key = request.headers.get("Idempotency-Key")
     if request.method != "POST" or key is None or PRINCIPAL not in request:
         return await handler(request)
@@ -242,55 +263,51 @@ async def idempotency(request: web.Request, handler) -> web.StreamResponse:
         raise ValidationFailed("Idempotency-Key must be 1 to 255 characters", {"Idempotency-Key": key[:50]})
     if "\x00" in key:
         raise ValidationFailed("Idempotency-Key may not contain NUL characters", {"Idempotency-Key": "NUL"})
-    key_id = request[PRINCIPAL].key_id
-    request_hash = _request_hash(request, await request.read())
-    this_key = and_(idempotency_keys.c.api_key_id == key_id, idempotency_keys.c.key == key)
-    async with request.app[CLAIMS].connect() as conn:
-        claim = await conn.begin()
-        try:
-            await conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{IN_PROGRESS_WAIT}'")
+    claims = request.app[CLAIMS]
+    claim = _IdempotencyClaim(request[PRINCIPAL].key_id, key, _request_hash(request, await request.read()))
+    try:
+        async with held_lock(claims, claim.lock_name, IN_PROGRESS_WAIT_S):
+            remembered = await _remembered(claims, claim)
+            if remembered is not None:
+                return remembered
+            response = await _answer(request, handler)
+            if isinstance(response, web.Response) and response.status < 500:
+                await _remember(claims, claim, response)
+            return response
+    except LockBusy:
+        raise _in_progress(key) from None
+
+
+async def _remembered(claims: AsyncEngine, claim: _IdempotencyClaim) -> web.Response | None:
+    """The answer remembered for the key (409 if it was for another request); None when there is none."""
+    async with autocommit_connection(claims) as conn:
+        await conn.execute(delete(idempotency_keys).where(claim.row, or_(
             # Expired, or left without an answer by a version that committed claims before the request.
-            await conn.execute(delete(idempotency_keys).where(this_key, or_(
-                idempotency_keys.c.status_code.is_(None),
-                idempotency_keys.c.created_at < func.now() - text(f"interval '{IDEMPOTENCY_TTL}'"))))
-            claimed = await conn.scalar(pg_insert(idempotency_keys).values(
-                api_key_id=key_id, key=key, request_hash=request_hash,
-            ).on_conflict_do_nothing().returning(idempotency_keys.c.key))
-            existing = None if claimed else (
-                await conn.execute(select(idempotency_keys).where(this_key))).one()
-        except OperationalError as exc:
-            await claim.rollback()
-            if isinstance(exc.orig, LockNotAvailable):  # the first request's claim is still open
-                raise _in_progress(key) from None
-            raise
-        if existing is not None:
-            await claim.rollback()
-            if existing.request_hash != request_hash:
-                raise Conflict("this Idempotency-Key was used with a different request",
-                               {"Idempotency-Key": key}, code="ERR_IDEMPOTENCY_KEY_REUSED")
-            return web.Response(text=existing.response_body, status=existing.status_code,
-                                content_type="application/json", headers={"Idempotent-Replayed": "true"})
-        try:
-            response = await handler(request)
-        except ApiError as exc:
-            if exc.status >= 500:
-                await claim.rollback()
-                raise
-            # A refused request is remembered too: the same request gets the same refusal.
-            rendered = _render(request, exc)
-            await _remember(conn, claim, this_key, rendered)
-            return rendered
-        except BaseException:
-            await claim.rollback()
-            raise
-        if isinstance(response, web.Response) and response.status < 500:
-            await _remember(conn, claim, this_key, response)
-        else:
-            await claim.rollback()
-        return response
+            idempotency_keys.c.status_code.is_(None),
+            idempotency_keys.c.created_at < func.now() - text(f"interval '{IDEMPOTENCY_TTL}'"))))
+        existing = (await conn.execute(select(idempotency_keys).where(claim.row))).first()
+    if existing is None:
+        return None
+    if existing.request_hash != claim.request_hash:
+        raise Conflict("this Idempotency-Key was used with a different request",
+                       {"Idempotency-Key": claim.key}, code="ERR_IDEMPOTENCY_KEY_REUSED")
+    return web.Response(text=existing.response_body, status=existing.status_code,
+                        content_type="application/json", headers={"Idempotent-Replayed": "true"})
 
 
-async def _remember(conn: AsyncConnection, claim: AsyncTransaction, this_key, response: web.Response) -> None:
-    await conn.execute(update(idempotency_keys).where(this_key).values(
-        status_code=response.status, response_body=response.text))
-    await claim.commit()
+async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The handler's response; a refusal below 500 rendered as the response (the same request gets the same
+    refusal), a 5xx raised (never remembered: the request may be retried)."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        if exc.status >= 500:
+            raise
+        return _render(request, exc)
+
+
+async def _remember(claims: AsyncEngine, claim: _IdempotencyClaim, response: web.Response) -> None:
+    async with claims.begin() as conn:
+        await conn.execute(pg_insert(idempotency_keys).values(
+            api_key_id=claim.key_id, key=claim.key, request_hash=claim.request_hash,
+            status_code=response.status, response_body=response.text))

@@ -16,7 +16,17 @@ from tests.support.db import TestDatabases
 from tests.support.webhooks import Receiver
 from vip.config import WebhookConfig
 from vip.devstack.anvil import AnvilNode, start_anvil
+from vip.store import transaction_guard
 from vip.store.engine import create_engine
+
+# The fast lane and the full suite (markers e2e and fuzz; tests/support/lanes.py)
+pytest_plugins = ("tests.support.lanes",)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A network call made while the calling task holds an open database transaction fails the test
+    # (production logs and counts it): see vip.store.transaction_guard.
+    transaction_guard.set_mode("raise")
 
 
 @pytest.fixture(scope="session")

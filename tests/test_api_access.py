@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from vip.accounts import keys
 from vip.api.app import create_app
 from vip.api.context import KEY_CACHE
@@ -199,6 +201,7 @@ def test_checked_keys_are_trusted_for_the_cache_period_only_and_while_listening(
     assert never.get("hash-a") is None
 
 
+@pytest.mark.e2e
 async def test_a_key_revoked_by_the_cli_stops_working_on_every_api_process_at_once(
         api, aiohttp_client, database_url):
     # Two more application instances on the same database stand for two other API processes, with a

@@ -16,6 +16,7 @@ import schemathesis
 from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
+from schemathesis.schemas import BaseSchema
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -26,6 +27,7 @@ from tests.support.chain import indexer_settings, local_network
 from tests.support.openapi_check import violations_of
 from vip.accounts import keys
 from vip.api.app import create_app
+from vip.api.openapi import document
 from vip.config import ApiConfig, RateLimitConfig
 from vip.devstack.anvil import free_port
 from vip.store.engine import create_engine
@@ -38,6 +40,7 @@ class LiveApi:
     url: str
     headers: dict[str, str]
     user_id: str
+    schema: BaseSchema  # the document the live server serves
 
 
 @pytest.fixture(scope="module")
@@ -77,27 +80,39 @@ def live_api(databases, session_chain) -> Iterator[LiveApi]:
     assert ready.wait(30)
     headers = {"Authorization": f"Bearer {state['secret']}"}
     user_id = requests.post(f"{url}/v1/users", json={}, headers=headers, timeout=10).json()["user"]["id"]
-    yield LiveApi(url, headers, user_id)
+    yield LiveApi(url, headers, user_id, schemathesis.openapi.from_url(f"{url}/v1/openapi.json"))
     asyncio.run_coroutine_threadsafe(state["runner"].cleanup(), loop).result(30)
     loop.call_soon_threadsafe(loop.stop)
     thread.join(10)
 
 
-def test_generated_requests_never_break_the_api(live_api: LiveApi):
-    schema = schemathesis.openapi.from_url(f"{live_api.url}/v1/openapi.json")
-    operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) >= 5
-    for operation in operations:
+# Every operation of the document, one test each (so that parallel workers share the sweep). Built the way
+# the server builds it; the test itself reads the document the live server serves.
+OPERATIONS = sorted((path, method.upper()) for path, item in document("http://127.0.0.1")["paths"].items()
+                    for method in item if method in {"get", "post", "put", "patch", "delete"})
+# Bounded by the number of examples, never by the clock: the same work on a quiet or a loaded machine.
+EXAMPLES_PER_OPERATION = 25
 
-        @given(case=operation.as_strategy())
-        @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-        def run(case) -> None:
-            # Half the cases aim at a real user, so handlers past validation run too.
-            if case.query and "user_id" in case.query and len(str(case.query)) % 2:
-                case.query["user_id"] = live_api.user_id
-            case.call_and_validate(base_url=live_api.url, headers=live_api.headers, checks=CHECKS)
 
-        run()
+def test_the_sweep_covers_the_api():
+    assert len(OPERATIONS) >= 40
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize(("path", "method"), OPERATIONS, ids=[f"{m} {p}" for p, m in OPERATIONS])
+def test_generated_requests_never_break_the_api(live_api: LiveApi, path: str, method: str):
+    operation = live_api.schema[path][method]
+
+    @given(case=operation.as_strategy())
+    @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, suppress_health_check=list(HealthCheck),
+              database=None)
+    def run(case) -> None:
+        # Half the cases aim at a real user, so handlers past validation run too.
+        if case.query and "user_id" in case.query and len(str(case.query)) % 2:
+            case.query["user_id"] = live_api.user_id
+        case.call_and_validate(base_url=live_api.url, headers=live_api.headers, checks=CHECKS)
+
+    run()
 
 
 def nested(depth: int) -> object:
@@ -108,7 +123,7 @@ def nested(depth: int) -> object:
 
 
 def test_nul_and_deep_nesting_on_every_operation_are_documented_400s(live_api: LiveApi):
-    schema = schemathesis.openapi.from_url(f"{live_api.url}/v1/openapi.json")
+    schema = live_api.schema
     doc = requests.get(f"{live_api.url}/v1/openapi.json", timeout=10).json()
     tried = 0
     for result in schema.get_all_operations():

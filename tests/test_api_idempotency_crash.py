@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.support.webhooks import PRODUCTION_SECRETS
 from vip.devstack.anvil import free_port
@@ -31,6 +32,7 @@ def spawn_serve(database_url: str, tmp_path: Path) -> tuple[subprocess.Popen, in
     return proc, port
 
 
+@pytest.mark.e2e
 async def test_a_claim_dies_with_the_killed_api_process(api, database_url, tmp_path):
     headers = {**await api.headers(), "Idempotency-Key": "crash-1"}
     server, port = spawn_serve(database_url, tmp_path)

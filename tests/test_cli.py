@@ -29,6 +29,7 @@ def vip(*args: str, database_url: str) -> str:
     return done.stdout
 
 
+@pytest.mark.e2e
 async def test_watch_then_status(database_url, engine):
     assert vip("watch", "base", ADDRESS, "--start-block", "123", database_url=database_url).startswith(
         "watching")
@@ -53,6 +54,7 @@ def env_without_networks(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", ["serve", "index"])
 def test_serve_and_index_refuse_to_start_with_no_network(command):
     done = subprocess.run([sys.executable, "-m", "vip.cli", command], capture_output=True, text=True,
@@ -72,6 +74,7 @@ def test_a_network_with_an_rpc_url_is_enough():
     assert "VIP_RPC_POLYGON" in no_networks_error(load_settings(environ={}), "index")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", ["serve", "index"])
 def test_allow_no_networks_starts_anyway(command, database_url, tmp_path):
     api_port, metrics_port = free_ports(2)

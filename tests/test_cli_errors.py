@@ -38,6 +38,7 @@ def one_line_refusal(done: subprocess.CompletedProcess, command: str) -> str:
     return line
 
 
+@pytest.mark.e2e
 def test_unreachable_database_is_one_line_without_the_password():
     url = f"postgresql://lender:hunter2@127.0.0.1:{free_port()}/vip"
     line = one_line_refusal(run("migrate", DATABASE_URL=url), "migrate")
@@ -45,11 +46,13 @@ def test_unreachable_database_is_one_line_without_the_password():
     assert "Connection refused" in line and "Fix DATABASE_URL" in line
 
 
+@pytest.mark.e2e
 def test_a_database_url_that_is_not_postgres():
     line = one_line_refusal(run("migrate", DATABASE_URL="mysql://root@127.0.0.1/vip"), "migrate")
     assert "DATABASE_URL must be a postgresql:// URL" in line
 
 
+@pytest.mark.e2e
 def test_a_toml_error_names_the_file(tmp_path):
     broken = tmp_path / "service.local.toml"
     broken.write_text("[api\nport = 8080\n")
@@ -57,6 +60,7 @@ def test_a_toml_error_names_the_file(tmp_path):
     assert line.startswith(f"vip status: {broken}: not valid TOML: ") and "line 1" in line
 
 
+@pytest.mark.e2e
 def test_an_unknown_key_is_named_with_the_files_it_may_come_from(tmp_path):
     overlay = tmp_path / "ops.toml"
     overlay.write_text("[api]\nprot = 8080\n")
@@ -64,6 +68,7 @@ def test_an_unknown_key_is_named_with_the_files_it_may_come_from(tmp_path):
     assert "configuration key api.prot: Extra inputs are not permitted" in line and str(overlay) in line
 
 
+@pytest.mark.e2e
 def test_serve_on_a_busy_port_exits_non_zero_naming_the_port(database_url):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -75,6 +80,7 @@ def test_serve_on_a_busy_port_exits_non_zero_naming_the_port(database_url):
     assert str(port) in line and "address already in use" in line and "--port" in line
 
 
+@pytest.mark.e2e
 def test_serve_says_where_it_listens(database_url, tmp_path):
     port = free_port()
     log = tmp_path / "serve.log"
@@ -93,6 +99,7 @@ def test_serve_says_where_it_listens(database_url, tmp_path):
     assert listening["url"] == f"http://127.0.0.1:{port}" and listening["readiness"].endswith("/readyz")
 
 
+@pytest.mark.e2e
 def test_dev_refuses_a_busy_port_before_starting_anything(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -107,6 +114,7 @@ def test_dev_refuses_a_busy_port_before_starting_anything(tmp_path):
     assert not data_dir.exists()  # nothing was started or written
 
 
+@pytest.mark.e2e
 def test_dev_without_anvil_says_how_to_install_it(tmp_path, database_url):
     api_port, anvil_port, metrics_port = free_ports(3)
     done = run("dev", "--data-dir", str(tmp_path / "dev"), "--api-port", str(api_port), "--anvil-port",
@@ -116,6 +124,7 @@ def test_dev_without_anvil_says_how_to_install_it(tmp_path, database_url):
     assert "VIP_ANVIL_BIN" in line and "npm" in line
 
 
+@pytest.mark.e2e
 async def test_keys_list_of_an_unknown_organisation_creates_nothing(database_url, engine):
     line = one_line_refusal(run("keys", "list", "--org", "acme-typo", DATABASE_URL=database_url), "keys list")
     assert "no organisation named 'acme-typo'" in line and "vip keys create --org acme-typo" in line
@@ -124,11 +133,13 @@ async def test_keys_list_of_an_unknown_organisation_creates_nothing(database_url
         assert await conn.scalar(named) is None
 
 
+@pytest.mark.e2e
 def test_version():
     done = run("--version")
     assert done.returncode == 0 and done.stdout.strip() == f"vip {package_version()}"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("command", "shown"), [
     (["dev"], ["(default: 8080)", "(default: 8545)", "(default: 9464)", "(default: .vip-dev)"]),
     (["keys", "create"], ["(default: read,write)"]),
@@ -144,6 +155,7 @@ def test_help_shows_defaults(command, shown):
     assert "(default: None)" not in text
 
 
+@pytest.mark.e2e
 def test_library_log_lines_use_the_same_structured_format():
     program = ("import logging; from vip.logging import configure_logging; configure_logging('json'); "
                "logging.getLogger('aiohttp.server').error('handler failed: %s', 'boom'); "

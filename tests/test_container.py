@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiohttp
+import pytest
 import yaml
 
 from tests.support.paths import REPO_ROOT
@@ -132,6 +133,7 @@ def test_image_is_multi_stage_slim_and_non_root():
     assert {".venv", "node_modules", ".vip-dev", ".git"} <= set(ignored)
 
 
+@pytest.mark.e2e
 def test_every_command_the_containers_run_is_a_vip_subcommand():
     commands = image_commands()
     assert {"image default", "migrate", "api", "indexer"} <= set(commands)

@@ -375,6 +375,7 @@ def test_sprayer_makes_one_transfer_log_per_recipient(env: Env, symbol: str) -> 
 # --- artifacts --------------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_committed_artifacts_match_sources() -> None:
     node = shutil.which("node")
     assert node, "node is required to check the contract artifacts"

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from sqlalchemy import func, select
 
 from vip.dashboard import staff
@@ -26,6 +27,7 @@ def vip(*args: str, database_url: str, expect: int = 0, stdin: str = "") -> subp
     return done
 
 
+@pytest.mark.e2e
 async def test_the_first_admin_is_added_listed_and_removed(database_url, engine):
     assert vip("orgs", "create", "acme", database_url=database_url).stdout.startswith("created org_")
     vip("orgs", "create", "acme", database_url=database_url, expect=1)
@@ -51,6 +53,7 @@ async def test_the_first_admin_is_added_listed_and_removed(database_url, engine)
     assert vip("staff", "list", "--org", "acme", database_url=database_url).stdout == ""
 
 
+@pytest.mark.e2e
 async def test_a_mistyped_organisation_is_an_error_and_creates_nothing(database_url, engine):
     for command in (("staff", "add", "--org", "acme-typo", "--email", "a@b.test", "--role", "admin",
                      "--password-stdin"),

@@ -151,6 +151,7 @@ def dashboard_sign_in(dashboard: dict) -> str:
         return page.url
 
 
+@pytest.mark.e2e
 def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
     data_dir = tmp_path / "dev"
     state_file = tmp_path / "state.json"
@@ -247,6 +248,7 @@ def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
     assert not (tmp_path / "dev-external" / "pg").exists()
 
 
+@pytest.mark.e2e
 def test_vip_dev_behind_a_provider_stand_in(tmp_path: Path, databases):
     """`vip dev --provider quicknode`: the daemon reaches Anvil through the stand-in and follows the chain."""
     data_dir = tmp_path / "dev"

@@ -109,6 +109,7 @@ def vip_time_travel(*args: str, overlay) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.e2e
 def test_cli_moves_a_local_network_and_refuses_others(session_chain, tmp_path):
     overlay = tmp_path / "local.toml"
     overlay.write_text(f"""[networks.devchain]

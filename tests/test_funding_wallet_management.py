@@ -58,6 +58,7 @@ async def delete_wallet(api: ApiHarness, address: str, org: str = "acme"):
     return await api.client.delete(f"/v1/funding-wallets/{address}", headers=await api.headers(org))
 
 
+@pytest.mark.e2e
 async def test_the_default_funding_wallet_pays_intents_that_name_none(pay_api, session_chain, database_url):
     chain = session_chain
     who = await borrower(pay_api)
@@ -108,6 +109,7 @@ async def test_the_default_funding_wallet_pays_intents_that_name_none(pay_api, s
     vip("default", "0xnope", "--org", "acme", database_url=database_url, expect=2)
 
 
+@pytest.mark.e2e
 async def test_a_funding_wallet_is_removed_only_once_no_open_intent_names_it(pay_api, session_chain,
                                                                             database_url):
     chain = session_chain

@@ -97,8 +97,9 @@ async def test_pushed_records_label_salaries_without_any_vip_and_a_second_pass_c
 
     # Idempotent: the same inputs worked again write the same labels.
     before = await stored_labels(b)
+    now = await clock_for(api.settings).now()
     async with api.engine.begin() as conn:
-        await label_queue.queue_user(conn, b.user_id, await clock_for(api.settings).now())
+        await label_queue.queue_user(conn, b.user_id, now)
     job = LabellingJob(api.settings, api.engine, clock_for(api.settings), api.settings.platforms)
     while await job.run_once():
         pass

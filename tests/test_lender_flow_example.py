@@ -7,11 +7,14 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.paths import REPO_ROOT
 from vip.client import VipClient
 from vip.testing import VipStack
 
 
+@pytest.mark.e2e
 def test_the_lender_flow_example_runs_end_to_end(vip_stack: VipStack):
     done = subprocess.run([sys.executable, str(REPO_ROOT / "examples" / "lender_flow.py"),
                            str(vip_stack.data_dir / "state.json")],

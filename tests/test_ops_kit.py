@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import aiohttp
+import pytest
 import yaml
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -109,6 +110,7 @@ def test_references_reads_selectors_groupings_and_functions():
     assert promql.scraped_labels(("queue", "kind")) == {"queue", "kind", "job", "instance"}
 
 
+@pytest.mark.e2e
 def test_every_alert_rule_is_complete_valid_and_explained():
     alerts = rules()
     names = [rule["alert"] for rule in alerts]
@@ -148,6 +150,7 @@ def test_alerts_cover_lag_rpc_reorgs_webhooks_charges_and_jobs():
         assert any(f'up{{job="{job}"}}' in rule["expr"] for rule in rules()), f"no alert on {job} down"
 
 
+@pytest.mark.e2e
 def test_dashboard_shows_every_metric_with_valid_queries(tmp_path: Path):
     dashboard = json.loads((OPS / "grafana" / "vip-dashboard.json").read_text())
     assert dashboard["uid"] and dashboard["title"] and dashboard["schemaVersion"] >= 36
@@ -187,6 +190,7 @@ def test_dashboard_shows_every_metric_with_valid_queries(tmp_path: Path):
         promtool("check", "rules", str(tmp_path / "queries.yml"))
 
 
+@pytest.mark.e2e
 async def test_scrape_config_targets_serve_the_metrics(api):
     config = load_yaml("prometheus.yml")
     for rule_file in config["rule_files"]:

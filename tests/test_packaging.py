@@ -31,6 +31,7 @@ def test_every_package_in_the_tree_is_listed_for_the_wheel():
     assert len(SETUPTOOLS["packages"]) == len(set(SETUPTOOLS["packages"]))
 
 
+@pytest.mark.e2e
 def test_the_old_top_level_names_cannot_come_back():
     """ruff refuses `api`, `indexer` and `verification` as top-level imports (and relative imports)."""
     code = ("import api\nfrom api.routes import users\nimport indexer.store\nfrom verification import fraud\n"
@@ -44,7 +45,7 @@ def test_the_old_top_level_names_cannot_come_back():
     assert found == ["TID251", "TID251", "TID251", "TID251", "TID252"], done.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.timeout(900)
 def test_the_wheel_installs_and_runs_the_readme_example_in_a_lenders_project():
     """Builds the wheel, checks its file list, installs it in a fresh virtualenv and runs the README's

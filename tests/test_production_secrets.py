@@ -32,6 +32,7 @@ def run(command: str, env: dict[str, str]) -> subprocess.CompletedProcess:
                           env={**base, "DATABASE_URL": UNREACHABLE_DATABASE, **env}, timeout=60)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", ["serve", "index"])
 def test_production_refuses_the_development_secrets(command):
     done = run(command, RPC)
@@ -46,6 +47,7 @@ def test_production_refuses_the_development_secrets(command):
     assert done.returncode == 2 and "VIP_STATE_SECRET" in line and "VIP_TOKEN_KEY" not in line
 
 
+@pytest.mark.e2e
 def test_production_with_its_secrets_gets_past_the_check(tmp_path):
     # Past the check, `vip serve` goes on to the database, which is unreachable here: a different failure.
     done = run("serve", {**RPC, **PRODUCTION_SECRETS})
@@ -109,6 +111,7 @@ def test_the_token_key_ring_is_validated():
             settings({"VIP_TOKEN_KEY": bad})
 
 
+@pytest.mark.e2e
 def test_the_api_needs_no_operator_key_and_refuses_one(tmp_path):
     """The operator key is the daemon's alone: `vip serve` starts without it where `vip index` needs it,
     and production refuses an API given one (a compromised API process must hold nothing that signs)."""
@@ -141,6 +144,7 @@ def test_the_api_application_holds_no_operator_key():
     assert not app[SETTINGS].operator_key_given and app[SETTINGS].disbursement.operator_keystore is None
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", ["serve", "index"])
 def test_production_refuses_http_webhooks(command, tmp_path):
     """`webhooks.allow_http` turns the SSRF guard off (decision 105): local development only."""

@@ -30,6 +30,7 @@ def chromium() -> str:
     return str(CHROMIUM)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 async def test_the_reference_page_shows_a_request_example_in_chromium(api, chromium):
     base = str(api.client.make_url("/"))

@@ -60,6 +60,7 @@ async def stored(engine: AsyncEngine):
     return hooks, kept
 
 
+@pytest.mark.e2e
 async def test_rotate_the_key_ring_with_reseal(database_url, engine):
     old = TokenCipher.from_text(OLD)
     receiver = await Receiver().start()

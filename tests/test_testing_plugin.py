@@ -43,6 +43,7 @@ def test_the_readme_example_test_passes(vip_stack: VipStack, vip_client: VipClie
     example(vip_stack, vip_client, accounts)
 
 
+@pytest.mark.e2e
 def test_a_stack_that_cannot_start_says_why_in_one_line(tmp_path):
     """The plugin's start-up failure carries vip dev's own one-line error, not only a log's path."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "VIP_CONFIG")}

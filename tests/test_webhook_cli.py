@@ -7,6 +7,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 
+import pytest
 from sqlalchemy import update
 
 from tests.support.webhooks import DEV_CIPHER, deliveries
@@ -27,6 +28,7 @@ def vip(*args: str, database_url: str, expect: int = 0) -> subprocess.CompletedP
     return done
 
 
+@pytest.mark.e2e
 async def test_create_list_rotate_replay_delete(database_url, engine):
     out = vip("create", "--org", "acme", "--url", "https://hooks.example.com/vip", "--event-types",
               "vip.verified,fraud.flagged", database_url=database_url).stdout.splitlines()
@@ -69,6 +71,7 @@ async def test_create_list_rotate_replay_delete(database_url, engine):
     assert (await deliveries(engine, event_id))[0].status == "cancelled"
 
 
+@pytest.mark.e2e
 async def test_bad_url_and_types_are_refused(database_url):
     err = vip("create", "--org", "acme", "--url", "http://hooks.example.com/x", database_url=database_url,
               expect=2).stderr

@@ -9,6 +9,7 @@ import signal
 import time
 from datetime import UTC, datetime
 
+import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.indexer import spawn_indexer
@@ -71,6 +72,7 @@ def kill(proc) -> None:
     proc.wait()
 
 
+@pytest.mark.e2e
 async def test_kill_9_after_commit_and_mid_attempt_loses_nothing(database_url, engine, tmp_path, anvil):
     receiver = await Receiver(respond=lambda n: None if n == HUNG_REQUEST else 200).start()
     config = tmp_path / "daemon.toml"

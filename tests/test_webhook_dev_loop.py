@@ -100,6 +100,7 @@ async def read_line(stream: asyncio.StreamReader, pattern: str) -> re.Match:
 
 # --- vip listen --forward-to ----------------------------------------------------------------------------
 
+@pytest.mark.e2e
 async def test_listen_forwards_a_triggered_event_signed_to_a_local_server(hooks, receiver, tmp_path):
     base_url = str(hooks.client.make_url("")).rstrip("/")
     key = await hooks.key()
@@ -141,6 +142,7 @@ async def test_listen_forwards_a_triggered_event_signed_to_a_local_server(hooks,
     assert status == 200 and stored["event"]["data"]["test"] is True
 
 
+@pytest.mark.e2e
 async def test_listen_needs_a_key_that_the_api_accepts(hooks, tmp_path):
     base_url = str(hooks.client.make_url("")).rstrip("/")
     listen = await asyncio.create_subprocess_exec(
@@ -152,6 +154,7 @@ async def test_listen_needs_a_key_that_the_api_accepts(hooks, tmp_path):
     assert "401 ERR_UNAUTHORIZED" in err.decode() and not out
 
 
+@pytest.mark.e2e
 async def test_listen_ends_when_its_key_is_revoked(hooks, engine, tmp_path):
     base_url = str(hooks.client.make_url("")).rstrip("/")
     key = await hooks.key("listener")
@@ -185,6 +188,7 @@ def test_listen_reads_server_sent_events_however_they_are_chunked():
 
 # --- vip trigger / POST /v1/events/trigger ---------------------------------------------------------------
 
+@pytest.mark.e2e
 def test_vip_trigger_refuses_an_unknown_type_in_one_line(tmp_path):
     done = subprocess.run([vip_console_script(), "trigger", "charge.exploded"], cwd=tmp_path,
                           env=cli_env(), capture_output=True, text=True, timeout=WAIT_S)
@@ -194,6 +198,7 @@ def test_vip_trigger_refuses_an_unknown_type_in_one_line(tmp_path):
     assert all(t in line for t in EVENT_TYPES)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("args", "says"), [
     (["--forward-to", "127.0.0.1:4242/hooks"], "--forward-to takes an http:// or https:// URL"),
     (["--events", "vip.verified,vip.exploded"], "unknown event types vip.exploded"),
@@ -368,6 +373,7 @@ def vip_webhooks(*args: str, cwd: Path, database_url: str) -> subprocess.Complet
                           text=True, timeout=WAIT_S)
 
 
+@pytest.mark.e2e
 def test_cli_registers_a_loopback_http_endpoint_in_a_dev_checkout(database_url, tmp_path):
     url = "http://127.0.0.1:4242/hooks"
     # Not a dev checkout: production rules.
@@ -396,6 +402,7 @@ def test_cli_registers_a_loopback_http_endpoint_in_a_dev_checkout(database_url, 
     assert enabled.returncode == 0 and f"enabled {endpoint_id}" in enabled.stdout
 
 
+@pytest.mark.e2e
 async def test_cli_replays_to_one_endpoint(database_url, engine, tmp_path):
     org = await organisation(engine)
     first, _ = await make_endpoint(engine, org, "https://one.example.com/hooks")
@@ -420,6 +427,7 @@ async def test_cli_replays_to_one_endpoint(database_url, engine, tmp_path):
 
 # --- the whole loop in a `vip dev` checkout ----------------------------------------------------------------
 
+@pytest.mark.e2e
 async def test_the_loop_in_a_vip_dev_checkout_needs_no_address_nor_key(tmp_path, receiver):
     """In a directory where `vip dev` runs: `vip webhooks create --url http://127.0.0.1:...`, then
     `vip listen --forward-to` and `vip trigger` with no address or key find the stack."""

@@ -75,10 +75,15 @@ class VipClient:
         return resp.body["persona"]
 
     def wait_for_vip(self, user_id: str, timeout_s: float = 180.0, **params: Any) -> dict:
-        """The user's VIP once the daemon has made it (GET /v1/vip-report until it is not pending)."""
+        """The user's VIP once the daemon has made it (GET /v1/vip-report until it is not pending). Past the
+        endpoint's per-user rate limit it waits the Retry-After the 429 names, as a lender's poller should."""
         deadline = time.monotonic() + timeout_s
         while True:
             resp = self.get("/v1/vip-report", user_id=user_id, **params)
+            if resp.status == 429:
+                assert time.monotonic() < deadline, f"the VIP of {user_id} still pending after {timeout_s} s"
+                time.sleep(max(1, int(resp.headers.get("Retry-After", "1"))))
+                continue
             assert resp.status in (200, 202), resp.body
             if resp.body["vip_report"]["status"] != "pending":
                 return resp.body["vip_report"]

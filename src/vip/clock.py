@@ -10,6 +10,7 @@ import aiohttp
 import orjson
 
 from vip.config import Settings
+from vip.store.transaction_guard import http_trace
 
 
 class Clock(Protocol):
@@ -31,7 +32,7 @@ class ChainClock:
 
     async def now(self) -> datetime:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            self._session = aiohttp.ClientSession(timeout=self._timeout, trace_configs=[http_trace()])
         payload = {"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber", "params": ["latest", False]}
         async with self._session.post(self.rpc_url, data=orjson.dumps(payload),
                                       headers={"Content-Type": "application/json"}) as resp:

@@ -24,6 +24,7 @@ from vip.payments.worker import payment_tasks
 from vip.reports.labelling import LabellingJob  # verification: labels without a VIP
 from vip.reports.worker import VipReportJob  # verification: VIP generation job
 from vip.store.engine import create_engine
+from vip.store.transaction_guard import http_trace
 from vip.webhooks.worker import DeliveryWorker
 
 log = structlog.get_logger(__name__)
@@ -60,7 +61,7 @@ def _ready_handler(engine, networks: list[NetworkConfig]):
     probe = readiness.CachedReadiness()
 
     async def handler(_: web.Request) -> web.Response:
-        async with aiohttp.ClientSession() as http:
+        async with aiohttp.ClientSession(trace_configs=[http_trace()]) as http:
             problems = await probe.problems(engine, http, networks)
         if problems:
             return web.json_response({"status": "not_ready", "role": "indexer", "problems": problems},

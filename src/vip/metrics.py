@@ -73,6 +73,12 @@ RPC_LATENCY = Histogram("rpc_request_seconds", "JSON-RPC request latency", ["net
                         namespace=NAMESPACE,
                         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 
+# --- database hygiene ----------------------------------------------------------------------------------
+NETWORK_CALLS_IN_TRANSACTION = Counter(
+    "network_calls_in_transaction_total",
+    "Network calls made while the calling task held an open database transaction (should stay 0)",
+    ["kind"], namespace=NAMESPACE)
+
 # --- jobs (rows in PostgreSQL taken with FOR UPDATE SKIP LOCKED) ----------------------------------------
 JOB_OLDEST_PENDING = Gauge("jobs_oldest_pending_seconds",
                            "Age of the oldest job waiting to be worked, by queue (0 when none)", ["queue"],

@@ -22,6 +22,7 @@ from vip import metrics
 from vip.chain.range_errors import block_range_cap, is_range_too_large, suggested_range_size
 from vip.chain.throttle import AdaptiveRateLimiter, backoff_delay
 from vip.config import RpcConfig
+from vip.store.transaction_guard import check_no_transaction
 
 log = structlog.get_logger(__name__)
 
@@ -174,6 +175,7 @@ class RpcClient:
 
     async def _post(self, payload: Any, label: str) -> Any:
         """One HTTP round trip; raises a classified error for HTTP/transport failures."""
+        check_no_transaction(f"rpc {label}", network=self.network)
         await self.limiter.acquire()
         metrics.RPC_REQUESTS.labels(self.network, label).inc()
         started = time.perf_counter()

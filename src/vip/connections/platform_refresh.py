@@ -7,8 +7,8 @@ transaction that creates the pending report.
 Direct-push connections have no token and are not pulled: their data is what the lender last pushed.
 
 An access token the platform said has expired (its `expires_in`, kept as `expires_at`) is renewed first at
-the platform's token endpoint with the kept refresh token (one refresh at a time per connection: the
-tokens' row is locked while it runs, and a token another request renewed meanwhile is used as it is). The
+the platform's token endpoint with the kept refresh token (one refresh at a time per connection: a named
+lock is held while it runs, and a token another request renewed meanwhile is used as it is). The
 new tokens are kept at once, whatever happens to the pull. A refresh the platform refuses (the user's
 grant is gone) marks the connection `expired`, deletes its tokens and fires `connection.revoked` ("revoked
 by the user or expired"), and the request answers 502 naming the platform.
@@ -33,6 +33,7 @@ from vip.connections.platform_tokens import OAuthConnection
 from vip.connections.resource import connection_json
 from vip.connections.store import resync_platform_connection
 from vip.errors import PlatformSyncFailed
+from vip.store.locks import held_lock
 from vip.store.outbox import record_event
 from vip.token_cipher import TokenCipher, TokenUnreadable
 
@@ -55,9 +56,11 @@ async def _renewed_token(engine: AsyncEngine, session: aiohttp.ClientSession, pl
     new one from the platform (kept at once, sealed under the current key)."""
     if not target.expired(now, REFRESH_MARGIN) or target.sealed_refresh_token is None:
         return target.access_token(cipher)
-    refused: RefreshRefused | None = None
-    async with engine.begin() as conn:
-        current = await platform_tokens.lock(conn, target)
+    # One refresh at a time per connection (a refresh token is single use), held across the platform's
+    # answer by a named lock rather than a row lock: no transaction waits on the platform.
+    async with held_lock(engine, f"platform-token:{target.connection_id}"):
+        async with engine.connect() as conn:
+            current = await platform_tokens.kept(conn, target)
         if current is None:
             raise sync_failed(platform, "the connection was revoked", connection_id=target.connection_id)
         refresh_token = current.refresh_token(cipher)
@@ -65,25 +68,25 @@ async def _renewed_token(engine: AsyncEngine, session: aiohttp.ClientSession, pl
             return current.access_token(cipher)  # renewed by another request meanwhile
         try:
             grant = await refresh_grant(session, platform, refresh_token)
-        except RefreshRefused as exc:
-            refused = exc
-            expired = await platform_tokens.expire(conn, target.connection_id, now)
-            if expired is not None:
-                await record_event(conn, EVENT_REVOKED, connection_json(expired), created_at=now,
-                                   organisation_id=expired.organisation_id)
-        else:
-            expires_at = now + timedelta(seconds=grant.expires_in) if grant.expires_in is not None else None
+        except RefreshRefused as refused:
+            async with engine.begin() as conn:
+                expired = await platform_tokens.expire(conn, target.connection_id, now)
+                if expired is not None:
+                    await record_event(conn, EVENT_REVOKED, connection_json(expired), created_at=now,
+                                       organisation_id=expired.organisation_id)
+            # Committed: the connection is expired and the event recorded, whatever the answer becomes.
+            raise sync_failed(platform, "the platform refused to renew access; the user must connect it "
+                              "again", connection_id=target.connection_id,
+                              platform_error=refused.platform_error) from None
+        expires_at = now + timedelta(seconds=grant.expires_in) if grant.expires_in is not None else None
+        async with engine.begin() as conn:
             # A platform that does not rotate refresh tokens leaves the kept one valid.
             await platform_tokens.save(conn, cipher, connection_id=target.connection_id,
                                        access_token=grant.access_token,
                                        refresh_token=grant.refresh_token or refresh_token,
                                        expires_at=expires_at, now=now)
-            log.info("platform token renewed", platform=platform.id, connection_id=target.connection_id)
-            return grant.access_token
-    # Committed: the connection is expired and the event recorded, whatever the answer becomes.
-    raise sync_failed(platform, "the platform refused to renew access; the user must connect it again",
-                      connection_id=target.connection_id,
-                      platform_error=refused.platform_error if refused else "")
+        log.info("platform token renewed", platform=platform.id, connection_id=target.connection_id)
+        return grant.access_token
 
 
 async def _repull(engine: AsyncEngine, session: aiohttp.ClientSession,

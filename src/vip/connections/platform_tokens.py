@@ -72,12 +72,10 @@ async def oauth_connections(conn: AsyncConnection, organisation_id: str,
                             bytes(r.refresh_token) if r.refresh_token is not None else None) for r in rows]
 
 
-async def lock(conn: AsyncConnection, target: OAuthConnection) -> OAuthConnection | None:
-    """The connection's kept tokens as they are now, row locked until the caller's transaction ends (one
-    refresh at a time per connection); None when they are gone (revoked meanwhile)."""
+async def kept(conn: AsyncConnection, target: OAuthConnection) -> OAuthConnection | None:
+    """The connection's kept tokens as they are now; None when they are gone (revoked meanwhile)."""
     row = (await conn.execute(select(platform_tokens)
-                              .where(platform_tokens.c.connection_id == target.connection_id)
-                              .with_for_update())).first()
+                              .where(platform_tokens.c.connection_id == target.connection_id))).first()
     if row is None:
         return None
     refresh = bytes(row.refresh_token) if row.refresh_token is not None else None

@@ -11,6 +11,7 @@ from alembic.config import Config
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from vip.resources import migrations_dir
+from vip.store import transaction_guard
 
 MIGRATIONS_DIR = migrations_dir()
 
@@ -25,8 +26,10 @@ def _json_loads(text: str) -> object:
 
 
 def create_engine(url: str, pool_size: int = 10, pre_ping: bool = True) -> AsyncEngine:
-    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=pre_ping,
-                               json_serializer=_json_dumps, json_deserializer=_json_loads)
+    engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=pre_ping,
+                                 json_serializer=_json_dumps, json_deserializer=_json_loads)
+    transaction_guard.watch(engine)
+    return engine
 
 
 @asynccontextmanager

@@ -23,6 +23,7 @@ from yarl import URL
 
 from vip import metrics
 from vip.formats import iso
+from vip.store.transaction_guard import http_trace
 from vip.webhooks.claims import Job
 from vip.webhooks.schedule import is_success
 from vip.webhooks.signing import EVENT_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signatures
@@ -79,7 +80,8 @@ def new_session(*, guarded: bool = True, resolver: AbstractResolver | None = Non
     # The worker's own slots bound concurrency; the connector must not queue requests behind them.
     connector = aiohttp.TCPConnector(limit=0, use_dns_cache=False,
                                      resolver=GuardedResolver(resolver) if guarded else resolver)
-    return aiohttp.ClientSession(connector=connector, headers={"User-Agent": USER_AGENT}, trust_env=False)
+    return aiohttp.ClientSession(connector=connector, headers={"User-Agent": USER_AGENT}, trust_env=False,
+                                 trace_configs=[http_trace()])
 
 
 def refused_literal(url: str) -> str | None:
