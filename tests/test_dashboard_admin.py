@@ -86,6 +86,13 @@ async def test_an_admin_manages_keys_and_webhooks_and_reads_the_audit_log(hooks,
     await screenshot(page, "keys")
     await accessible(page)
     await row.get_by_role("button", name="Revoke").click()
+    # A page asks first (no script: the button's form answers it); the key still works meanwhile.
+    assert await page.get_by_role("heading", name="Revoke this API key?").is_visible()
+    assert "underwriting bot" in await page.locator("main").inner_text()
+    assert await api_status(hooks, secret) == 200
+    await screenshot(page, "confirm-revoke")
+    await accessible(page)
+    await page.get_by_role("button", name="Revoke the key").click()
     assert "revoked" in await page.get_by_role("row").filter(has_text="underwriting bot").inner_text()
     for _ in range(50):  # every API process drops the key at the revocation's commit (NOTIFY)
         if await api_status(hooks, secret) == 401:

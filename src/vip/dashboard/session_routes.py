@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import secrets
+from urllib.parse import urlencode
 
 from aiohttp import web
 
 from vip.api.context import ENGINE, REQUEST_ID, public
+from vip.api.ratelimit import request_client
 from vip.dashboard import audit
 from vip.dashboard import staff as staff_store
 from vip.dashboard.render import CSRF, STAFF, nav_for, render
 from vip.dashboard.session import (
     COOKIE,
+    PASSWORD_PATH,
     SIGN_IN_PATH,
     clear_session_cookie,
     csrf_matches,
     error_page,
     has_nul,
     requires,
+    safe_next,
     secure_cookies,
     see_other,
     set_session_cookie,
@@ -31,14 +35,6 @@ SIGN_IN_COOKIE = "vip_sign_in_csrf"
 WRONG = "Wrong organisation, email or password."
 THROTTLED = ("Too many sign-in attempts for this email or from your address. Wait five minutes and try "
              "again.")
-
-
-def safe_next(value: object) -> str:
-    """Where to go after signing in: a dashboard path of ours, never another site."""
-    if isinstance(value, str) and value.startswith("/dashboard") and not value.startswith("//") \
-            and "\\" not in value and len(value) < 2000:
-        return value
-    return "/dashboard"
 
 
 def _sign_in_page(request: web.Request, *, status: int = 200, error: str | None = None,
@@ -74,7 +70,7 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
     organisation, email = organisation.replace("\x00", ""), email.replace("\x00", "")
     engine = request.app[ENGINE]
     async with engine.begin() as conn:  # counted whatever the outcome, in its own transaction
-        allowed = await staff_store.count_sign_in_attempt(conn, email, request.remote or "unknown")
+        allowed = await staff_store.count_sign_in_attempt(conn, organisation, email, request_client(request))
     if not allowed:
         return _sign_in_page(request, status=429, organisation=organisation, email=email,
                              next_path=next_path, error=THROTTLED)
@@ -89,6 +85,8 @@ async def sign_in(request: web.Request) -> web.StreamResponse:
         token, _ = await staff_store.open_session(conn, member)
         await audit.record(conn, member, "staff.signed_in", member.member_id, {},
                            request.get(REQUEST_ID))
+    if member.must_change_password:  # a first or reset password: replaced before anything else opens
+        next_path = f"{PASSWORD_PATH}?{urlencode({'next': next_path})}"
     response = see_other(next_path)
     set_session_cookie(request, response, token)
     response.del_cookie(SIGN_IN_COOKIE, path=SIGN_IN_PATH)
