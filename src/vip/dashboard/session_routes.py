@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from urllib.parse import urlencode
 
 from aiohttp import web
 
-from vip.api.context import ENGINE, REQUEST_ID, public
+from vip.api.context import CLOCK, ENGINE, HTTP, REQUEST_ID, SETTINGS, public
 from vip.api.ratelimit import request_client
 from vip.dashboard import audit
 from vip.dashboard import staff as staff_store
+from vip.dashboard.borrower_list import needing_attention
+from vip.dashboard.network_view import chain_heads, networks_view, seconds_text
 from vip.dashboard.render import CSRF, STAFF, nav_for, render
 from vip.dashboard.session import (
     COOKIE,
@@ -26,6 +29,7 @@ from vip.dashboard.session import (
     see_other,
     set_session_cookie,
 )
+from vip.dashboard.webhook_view import failing_endpoints
 
 routes = web.RouteTableDef()
 
@@ -105,10 +109,36 @@ async def sign_out(request: web.Request) -> web.StreamResponse:
     return response
 
 
+ATTENTION_DAYS = 7
+LAGGING_S = 300  # an indexer this far behind its chain's head (or a head unknown) is worth a look
+
+
 @routes.get("/dashboard")
 @requires()
 async def home(request: web.Request) -> web.StreamResponse:
-    return render(request, "home.html", pages=nav_for(request[STAFF]))
+    """What needs attention, for the member's role: failing webhook endpoints (admins), borrowers whose
+    VIP this week is unverified or flagged (analysts), networks whose indexer lags (operators)."""
+    staff = request[STAFF]
+    engine, settings = request.app[ENGINE], request.app[SETTINGS]
+    sees = {entry.href for entry in nav_for(staff)}
+    endpoints, borrowers, networks = [], [], []
+    flagged_total = 0
+    now = await request.app[CLOCK].now()
+    since = now - timedelta(days=ATTENTION_DAYS)
+    if "/dashboard/webhooks" in sees:
+        endpoints = await failing_endpoints(engine, staff.organisation_id)
+    if "/dashboard/borrowers" in sees:
+        borrowers, flagged_total = await needing_attention(engine, staff.organisation_id, since)
+    if "/dashboard/networks" in sees:
+        heads = await chain_heads(request.app[HTTP], settings.enabled_networks())
+        view = await networks_view(engine, settings, staff.organisation_id, now, heads)
+        networks = [n for n in view.networks
+                    if n.head is None or n.indexed_block is None or (n.lag_seconds or 0) > LAGGING_S]
+    week = {"vip_from": since.date().isoformat(), "sort": "vip"}
+    borrowers_link = "/dashboard/borrowers?" + urlencode(week)
+    return render(request, "home.html", pages=nav_for(staff), endpoints=endpoints, borrowers=borrowers,
+                  flagged_total=flagged_total, borrowers_link=borrowers_link, networks=networks,
+                  sees=sees, days=ATTENTION_DAYS, seconds_text=seconds_text)
 
 
 @routes.get("/dashboard/")
