@@ -155,8 +155,7 @@ async def test_an_admin_manages_keys_and_webhooks_and_reads_the_audit_log(hooks,
     assert "ada@acme.test" in await page.locator("tbody").inner_text()
     await screenshot(page, "audit")
     await accessible(page)
-    await page.goto(browser.url("/dashboard"))
-    await screenshot(page, "home")
+    await page.goto(browser.url("/dashboard"))  # its screenshot: tests/test_dashboard_webhooks.py
     await accessible(page)
 
     # --- another organisation's admin sees none of it and cannot act on it -----------------------------

@@ -241,3 +241,28 @@ async def test_the_per_email_limit_belongs_to_the_organisation(api):
                     for n in range(limit + 1)]
         assert statuses == [401] * limit + [429], org
     assert (await Browser(api).sign_in("acme", member.email)).status == 303
+
+
+async def test_the_audit_log_filters_by_action_member_and_day(api):
+    admin = await add_staff(api.engine, "admin", email="ada@acme.test")
+    other = await add_staff(api.engine, "admin", email="bob@acme.test")
+    ada, bob = Browser(api), Browser(api)
+    await ada.sign_in("acme", admin.email)
+    await bob.sign_in("acme", other.email)
+    token = await ada.token("/dashboard/keys")
+    await ada.post("/dashboard/keys", {"csrf_token": token, "scopes": "read", "description": "=1+1 <b>x</b>"})
+
+    async def actions(query: str) -> list[str]:
+        page = await ada.get(f"/dashboard/audit?{query}")
+        assert page.status == 200, await page.text()
+        return re.findall(r"<td><code>([a-z_.]+)</code></td>", await page.text())
+
+    assert await actions("") == ["key.created", "staff.signed_in", "staff.signed_in"]
+    assert await actions("action=key.created") == ["key.created"]
+    assert await actions("action=staff.") == ["staff.signed_in", "staff.signed_in"]
+    assert await actions("member=BOB") == ["staff.signed_in"]
+    assert await actions("from=2000-01-01&to=2000-12-31") == []
+    assert len(await actions("from=2000-01-01")) == 3
+    bad = await ada.get("/dashboard/audit?from=not-a-day")
+    assert bad.status == 400 and "YYYY-MM-DD" in await bad.text()
+    assert "&lt;b&gt;x&lt;/b&gt;" in await (await ada.get("/dashboard/audit")).text()  # escaped
