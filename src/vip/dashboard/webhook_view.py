@@ -117,8 +117,9 @@ async def endpoints_health(engine: AsyncEngine, endpoints: list[Endpoint], now: 
     ids = [e.id for e in endpoints]
     ok = a.c.error.is_(None)
     async with engine.connect() as conn:
-        failing = dict((await conn.execute(select(webhook_endpoints.c.id, webhook_endpoints.c.failing_since)
-                                           .where(webhook_endpoints.c.id.in_(ids)))).tuples().all())
+        failing = {r.id: r.failing_since for r in await conn.execute(
+            select(webhook_endpoints.c.id, webhook_endpoints.c.failing_since)
+            .where(webhook_endpoints.c.id.in_(ids)))}
         figures = {r.endpoint_id: r for r in await conn.execute(
             select(d.c.endpoint_id, func.count().label("attempts"), func.count().filter(ok).label("ok"),
                    func.percentile_cont(0.5).within_group(a.c.duration_ms).label("median"),
@@ -130,11 +131,14 @@ async def endpoints_health(engine: AsyncEngine, endpoints: list[Endpoint], now: 
         pending = {r.endpoint_id: r.n for r in await conn.execute(
             select(d.c.endpoint_id, func.count().label("n"))
             .where(d.c.endpoint_id.in_(ids), d.c.status == "pending").group_by(d.c.endpoint_id))}
+        newest = func.row_number().over(partition_by=d.c.endpoint_id,
+                                        order_by=(a.c.attempted_at.desc(), a.c.id.desc())).label("n")
+        failures = (select(d.c.endpoint_id, a.c.status_code, a.c.error, newest)
+                    .join(d, d.c.id == a.c.delivery_id)
+                    .where(d.c.endpoint_id.in_(ids), ~ok, a.c.attempted_at >= now - HEALTH_WINDOW)
+                    .subquery())
         last_failures = {r.endpoint_id: error_in_words(r.status_code, r.error) for r in await conn.execute(
-            select(d.c.endpoint_id, a.c.status_code, a.c.error)
-            .join(d, d.c.id == a.c.delivery_id)
-            .where(d.c.endpoint_id.in_(ids), ~ok, a.c.attempted_at >= now - HEALTH_WINDOW)
-            .distinct(d.c.endpoint_id).order_by(d.c.endpoint_id, a.c.attempted_at.desc(), a.c.id.desc()))}
+            select(failures).where(failures.c.n == 1))}
     out = []
     for endpoint in endpoints:
         row = figures.get(endpoint.id)
