@@ -160,7 +160,8 @@ def _refuse_nul(request: web.Request) -> None:
 
 
 def _client(request: web.Request) -> str:
-    return request.remote or "unknown"
+    # The TCP peer, or behind a trusted proxy the client it forwards for (api.trusted_proxies).
+    return ratelimit.request_client(request)
 
 
 @web.middleware

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from vip.api.openapi_constraints import SHIPPED, ServedValues, with_constraints
 from vip.api.openapi_examples import REQUESTS, RESPONSES, error_example
 from vip.api.openapi_paths import BODY_MODELS, PATHS
 from vip.api.openapi_schemas import API_VERSION, SCHEMAS
@@ -208,6 +209,8 @@ def build_document(paths: dict[str, dict[str, Any]], body_models: list[type[Base
 
 
 @cache
-def document(base_url: str) -> dict[str, Any]:
-    """The served document (built once per process)."""
-    return build_document(PATHS, BODY_MODELS, base_url)
+def document(base_url: str, served: ServedValues = SHIPPED) -> dict[str, Any]:
+    """The served document (built once per process): `served`, the values the deployment's configuration
+    accepts (its networks, platforms), are stated in it (api/openapi_constraints.py)."""
+    built = build_document(PATHS, BODY_MODELS, base_url)
+    return with_constraints(built, served, sorted(_body_schemas(BODY_MODELS)))

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from aiohttp import hdrs, web
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.accounts.keys import Principal
+from vip.api.context import SETTINGS
 from vip.config import RateLimitConfig
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 WINDOW_S = 60
 # A user id worth a bucket of its own; anything else (NUL characters, which PostgreSQL text refuses, or
@@ -82,3 +88,49 @@ async def prune(conn: AsyncConnection) -> None:
     """Drop windows older than a few minutes (they no longer count)."""
     await conn.execute(text("DELETE FROM rate_limit_windows"
                             " WHERE window_start < now() - interval '5 minutes'"))
+
+
+def _ip(text_: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An address as X-Forwarded-For writes it (bare, or an IPv6 one in brackets), None if it is not one."""
+    value = text_.strip()
+    if value.startswith("[") and "]" in value:
+        value = value[1:value.index("]")]
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        return None
+    # An IPv4 client behind an IPv6 listener arrives mapped (::ffff:a.b.c.d): one client, one bucket.
+    mapped = getattr(address, "ipv4_mapped", None)
+    return mapped if mapped is not None else address
+
+
+def _trusted(address: ipaddress.IPv4Address | ipaddress.IPv6Address, proxies: Sequence[Network]) -> bool:
+    return any(address.version == net.version and address in net for net in proxies)
+
+
+def client_address(peer: str | None, forwarded_for: Iterable[str], proxies: Sequence[Network]) -> str:
+    """Who a request comes from, for per-client limits. The TCP peer, unless it is a trusted proxy: then
+    X-Forwarded-For is read from the right (each proxy appends the address it heard from), trusted proxies
+    skipped, and the first other address is the client. An entry that is not an address stops the walk:
+    whatever stands left of it was written by nobody we trust, so the last trusted hop is counted. Pure."""
+    peer_ip = _ip(peer or "")
+    if peer_ip is None:
+        return peer or "unknown"
+    if not proxies or not _trusted(peer_ip, proxies):
+        return str(peer_ip)
+    hops = [part for header in forwarded_for for part in header.split(",") if part.strip()]
+    client = peer_ip
+    for hop in reversed(hops):
+        address = _ip(hop)
+        if address is None:
+            break
+        client = address
+        if not _trusted(address, proxies):
+            break
+    return str(client)
+
+
+def request_client(request: web.Request) -> str:
+    """The client of a request (`client_address` with the settings' `api.trusted_proxies`)."""
+    proxies = request.app[SETTINGS].api.trusted_proxies
+    return client_address(request.remote, request.headers.getall(hdrs.X_FORWARDED_FOR, []), proxies)

@@ -15,6 +15,10 @@ borrower's and the lender's own on-chain steps):
  7. check the webhooks received: every signature verified, the expected event types all there; the
     endpoint is deleted on the way out, since its receiver goes with this script.
 
+Outside this checkout (whose `.venv` has them all) it needs `pip install web3 eth-account simplejson
+signinwithethereum`: the Sign-In with Ethereum library is the PyPI package `signinwithethereum`, imported
+as `siwe` (the PyPI package named `siwe` is another, older project that does not import here).
+
 It exits non-zero at the first surprise. Dev-only shortcuts, said where they happen: fresh accounts get
 gas money with `anvil_setBalance`, and the test token is minted with the minter key from the state file.
 """
@@ -39,7 +43,12 @@ from urllib.request import Request, urlopen
 import simplejson
 from eth_account import Account
 from eth_account.messages import encode_defunct
-from siwe import ISO8601Datetime, SiweMessage
+
+try:
+    from siwe import ISO8601Datetime, SiweMessage
+except ImportError:  # `pip install siwe` brings another project, which has no SiweMessage of this shape
+    sys.exit("examples/lender_flow.py needs the Sign-In with Ethereum library: "
+             "pip install signinwithethereum (PyPI's package `siwe` is another project)")
 from web3 import Web3
 
 NETWORK = "local"

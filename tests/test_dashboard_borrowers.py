@@ -7,9 +7,14 @@ docs/images are taken here."""
 
 from __future__ import annotations
 
+import asyncio
+import csv
+import io
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from eth_account import Account
@@ -19,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
-from tests.support.dashboard import dashboard_browser, screenshot, serious_accessibility_problems
+from tests.support.dashboard import SCREENSHOTS, dashboard_browser, screenshot, serious_accessibility_problems
 from tests.support.indexer import running_indexer, wait_synced
 from tests.support.verification import USDC, Borrower, month_after, months_after, noon
 from tests.support.wallets import connect
@@ -83,6 +88,82 @@ async def labelled_fields(page: Page) -> None:
     assert unlabelled == []
 
 
+async def summary_above_the_fold(dashboard, url: str) -> None:
+    """At 1280x800, the page opens with the decision: recommendation, score, income and the fraud in
+    words, all inside the first screen, before the chart and the detail."""
+    page = await dashboard.sign_in("analyst")
+    await page.set_viewport_size({"width": 1280, "height": 800})
+    await page.goto(url)
+    summary = page.locator("section.summary")
+    box = await summary.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 800, box
+    text = await summary.inner_text()
+    assert "Fraud found" in text and "Wash trading with" in text and "None of it counts as income" in text
+    assert "2,000.00 USD in from them and 1,990.00 USD out to them" in text
+    assert re.search(r"\b(Refer|Decline): fraud found\b", text), text
+    assert re.search(r"\d+ of 1,000", text) and "preview" in text
+    assert "a month, 3 of 4 months verified" in text
+    chart = await page.locator("svg.income-chart").bounding_box()
+    assert chart is not None and chart["y"] > box["y"] + box["height"]  # the detail comes after
+    await page.screenshot(path=str(SCREENSHOTS / "dashboard-borrower-summary.png"), animations="disabled")
+
+
+async def the_list_filters_and_exports(dashboard, api: ApiHarness, b: Borrower) -> None:
+    """The list's filters, its search by part of an id, and its CSV export (a cell a spreadsheet would run
+    as a formula is written as text)."""
+    other = await api.user(external_id='=HYPERLINK("http://evil.example","click")', metadata={"tier": "+1"})
+    page = await dashboard.sign_in("analyst")
+
+    async def shown(query: str) -> list[str]:
+        await page.goto(dashboard.url(f"/dashboard/borrowers?{query}"))
+        return await page.locator("table.borrowers tbody tr").evaluate_all(
+            "rows => rows.map(r => r.dataset.borrower)")
+
+    assert set(await shown("")) == {b.user_id, other}
+    row = page.locator(f"tr[data-borrower={b.user_id}]")
+    assert "partially verified" in await row.inner_text() and "preview" in await row.inner_text()
+    assert await row.locator("strong.flag-count").inner_text() == "2"
+    assert await shown("flagged=yes") == [b.user_id]
+    assert await shown("flagged=no") == [other]
+    assert await shown("status=none") == [other]
+    assert await shown("status=verified") == []
+    assert await shown("recommendation=unscored") == [b.user_id]
+    assert await shown("q=applicant") == [b.user_id]  # part of an external id: a list, not a redirect
+    assert await shown(f"q={b.user_id[4:14]}") == [b.user_id]  # part of an id
+    assert await shown("sort=flags") == [b.user_id, other]
+    assert await shown("sort=oldest") == [b.user_id, other]
+    today = datetime.now(UTC).date()
+    assert await shown(f"vip_from={(today - timedelta(days=3)).isoformat()}") == [b.user_id]
+    assert await shown(f"vip_to={(today - timedelta(days=3650)).isoformat()}") == []
+    # Pages of one, by keyset: every borrower once, in order.
+    seen: list[str] = []
+    url: str | None = "/dashboard/borrowers?sort=oldest&per_page=1"
+    while url:
+        seen += await shown(url.split("?", 1)[1])
+        following = page.get_by_role("link", name="Next page")
+        url = await following.get_attribute("href") if await following.count() else None
+    assert seen == [b.user_id, other]
+    # The export: the filtered rows, as the list orders them, in a file.
+    await page.goto(dashboard.url("/dashboard/borrowers?sort=flags"))
+    await labelled_fields(page)
+    assert await serious_accessibility_problems(page) == []
+    async with page.expect_download() as download_info:
+        await page.get_by_role("link", name="Export these as CSV").click()
+    download = await download_info.value
+    assert re.fullmatch(r"borrowers-\d{8}T\d{6}Z\.csv", download.suggested_filename)
+    saved = await download.path()
+    rows = list(csv.DictReader(io.StringIO(await asyncio.to_thread(Path(saved).read_text))))
+    assert [r["borrower_id"] for r in rows] == [b.user_id, other]
+    flagged, formula = rows
+    assert flagged["fraud_flags"] == "2" and flagged["vip_status"] == "partially_verified"
+    assert flagged["score_source"] == "preview" and flagged["external_id"] == "loan-applicant-7"
+    assert formula["external_id"] == "'" + '=HYPERLINK("http://evil.example","click")'
+    assert formula["metadata"] == '{"tier":"+1"}' and formula["vip_status"] == "none"
+    filtered = await page.request.get(dashboard.url("/dashboard/borrowers.csv?flagged=no"))
+    assert filtered.status == 200 and filtered.headers["content-type"].startswith("text/csv")
+    assert [r["borrower_id"] for r in csv.DictReader(io.StringIO(await filtered.text()))] == [other]
+
+
 @pytest.mark.timeout(400)
 async def test_an_analyst_reads_a_borrower_s_vip_flags_score_and_transactions(harness, chain, database_url):
     api = harness
@@ -100,10 +181,12 @@ async def test_an_analyst_reads_a_borrower_s_vip_flags_score_and_transactions(ha
         await screenshot(page, "borrowers")
 
         # Found by external_id, with the keyboard.
-        await page.get_by_label("Borrower id or external id").fill("loan-applicant-7")
+        await page.get_by_label("Id or external id (or part of one)").fill("loan-applicant-7")
         await page.keyboard.press("Enter")
         await page.wait_for_url(dashboard.url(f"/dashboard/borrowers/{b.user_id}"))
         assert await page.get_by_role("heading", level=1).inner_text() == "Borrower loan-applicant-7"
+        await summary_above_the_fold(dashboard, page.url)
+        await the_list_filters_and_exports(dashboard, api, b)
 
         # The chart: one group per month with the report's numbers, its tier and reason.
         bars = page.locator("svg.income-chart g.period")
@@ -125,13 +208,15 @@ async def test_an_analyst_reads_a_borrower_s_vip_flags_score_and_transactions(ha
         assert "ERR_INCOME_MISMATCH" in await short.inner_text()
         assert "4,650.00" in await short.inner_text()
 
-        # The fraud flags, each with its transfer as indexed.
+        # The fraud flags: one counterparty, one round trip of its two legs (each as indexed), with totals.
         flags = page.locator("article.flag")
-        assert await flags.count() == 2
+        assert await flags.count() == 1
         text = await page.locator("section[aria-labelledby=flags]").inner_text()
         for tx_hash in washed:
             assert tx_hash in text
-        assert "ERR_WASH_TRADE_DETECTED" in text and "2000 USDC" in text and "1990 USDC" in text
+        assert "ERR_WASH_TRADE_DETECTED" in text and "2,000.00 USDC" in text and "1,990.00 USDC" in text
+        assert "1 round trip, 2 transfers" in text
+        assert "in from them 2,000.00 USD, out to them 1,990.00 USD" in text
 
         # Before the lender asked for it, the score is a preview: shown, not stored, no event fired.
         risk = await page.locator("section[aria-labelledby=risk]").inner_text()
@@ -224,8 +309,9 @@ async def test_a_borrower_with_nothing_yet_has_a_page_that_says_so(api, dashboar
     await page.wait_for_url(dashboard.url(f"/dashboard/borrowers/{user_id}"))
     text = await page.locator("main").inner_text()
     for words in ("No connections", "No VIP yet", "No score: no VIP yet", "No transactions match",
-                  "No payment intents"):
+                  "No payment intents", "connected no wallet", "ERR_MISSING_WALLET"):
         assert words in text, words
+    assert "ask for one with GET /v1/vip-report" not in text  # which would answer 422 without a wallet
     assert await page.locator("svg.income-chart").count() == 0
     await labelled_fields(page)
     assert await serious_accessibility_problems(page) == []

@@ -19,6 +19,12 @@ async def member_row(page, email: str):
     return page.get_by_role("row").filter(has_text=email)
 
 
+async def confirm(page, button: str) -> None:
+    """The confirmation page a change asks first (nothing changed yet), then its button."""
+    assert (await page.get_by_role("heading", level=1).inner_text()).endswith("?")
+    await page.get_by_role("button", name=button).click()
+
+
 async def test_an_admin_adds_a_member_who_replaces_the_first_password(api, dashboard):
     admin = await dashboard.sign_in("admin")
     await admin.goto(dashboard.url("/dashboard/staff"))
@@ -77,6 +83,9 @@ async def test_roles_change_members_go_and_an_admin_always_stays(api, dashboard)
     row = await member_row(admin, operator.email)
     await row.get_by_label(f"Role of {operator.email}", exact=True).select_option("analyst")
     await row.get_by_role("button", name=f"Change role of {operator.email}").click()
+    await op_page.goto(dashboard.url("/dashboard/networks"))
+    assert op_page.url.endswith("/dashboard/networks")  # asked, not changed yet
+    await confirm(admin, "Make them analyst")
     assert "applies from the member's next page" in await admin.get_by_role("status").inner_text()
     await op_page.goto(dashboard.url("/dashboard/networks"))
     assert await op_page.get_by_role("heading", name="Not allowed").is_visible()  # an analyst now
@@ -87,13 +96,16 @@ async def test_roles_change_members_go_and_an_admin_always_stays(api, dashboard)
     row = await member_row(admin, admin_member.email)
     await row.get_by_label(f"Role of {admin_member.email}", exact=True).select_option("operator")
     await row.get_by_role("button", name=f"Change role of {admin_member.email}").click()
+    await confirm(admin, "Make them operator")
     assert "only admin" in await admin.get_by_role("alert").inner_text()
     row = await member_row(admin, admin_member.email)
     await row.get_by_role("button", name=f"Remove {admin_member.email}").click()
+    await confirm(admin, "Remove the member")
     assert "only admin" in await admin.get_by_role("alert").inner_text()
 
     row = await member_row(admin, operator.email)
     await row.get_by_role("button", name=f"Remove {operator.email}").click()
+    await confirm(admin, "Remove the member")
     assert "removed and signed out" in await admin.get_by_role("status").inner_text()
     assert await admin.get_by_role("cell", name=operator.email).count() == 0
     await op_page.goto(dashboard.url("/dashboard/borrowers"))
@@ -125,6 +137,7 @@ async def test_roles_change_members_go_and_an_admin_always_stays(api, dashboard)
     row = await member_row(second_page, admin_member.email)
     await row.get_by_label(f"Role of {admin_member.email}", exact=True).select_option("operator")
     await row.get_by_role("button", name=f"Change role of {admin_member.email}").click()
+    await confirm(second_page, "Make them operator")
     assert await second_page.get_by_role("status").is_visible()
     async with api.engine.connect() as conn:
         details = await conn.scalar(select(audit_log.c.details).where(

@@ -212,6 +212,8 @@ def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
         rpc_call(local["rpc_url"], "anvil_mine", ["0xa"])
         head = int(rpc_call(local["rpc_url"], "eth_blockNumber"), 16)
         wait_for_metric(state["metrics_url"], f'vip_indexer_indexed_block{{network="local"}} {head}.0')
+        last_block = rpc_call(local["rpc_url"], "eth_getBlockByNumber", ["latest", False])
+        head_time = int(last_block["timestamp"], 16)
     finally:
         out = stop_dev(proc)
     assert "embedded PostgreSQL" in out
@@ -233,6 +235,11 @@ def test_vip_dev_runs_stops_and_resumes(tmp_path: Path, databases):
         # borrowers are the same ones, not seeded twice.
         head2 = int(rpc_call(again["networks"]["local"]["rpc_url"], "eth_blockNumber"), 16)
         assert head2 >= head > 10
+        # The restored chain goes on from its head's time (months past the wall clock after the example),
+        # never back to a genesis time: a new block is stamped at or after the last one of the first run.
+        rpc_call(again["networks"]["local"]["rpc_url"], "anvil_mine", ["0x1"])
+        mined = rpc_call(again["networks"]["local"]["rpc_url"], "eth_getBlockByNumber", ["latest", False])
+        assert head_time <= int(mined["timestamp"], 16) < head_time + 3600
         assert again["demo_borrowers"] == state["demo_borrowers"]
         # The chain is months ahead of the first run now (the example moved it); the demo borrowers live
         # on the demo's test clock, so what a lender sees of them is still the README's.

@@ -16,6 +16,7 @@ from aiohttp import web
 from vip.api.context import SETTINGS, public
 from vip.api.jsonio import json_response
 from vip.api.openapi import document
+from vip.api.openapi_constraints import ServedValues
 
 routes = web.RouteTableDef()
 
@@ -66,7 +67,8 @@ def render(title: str) -> str:
 @routes.get("/v1/openapi.json")
 @public
 async def openapi_json(request: web.Request) -> web.Response:
-    return json_response(document(request.app[SETTINGS].api.public_base_url))
+    settings = request.app[SETTINGS]
+    return json_response(document(settings.api.public_base_url, ServedValues.of(settings)))
 
 
 @routes.get("/docs")

@@ -19,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    IPvAnyNetwork,
     SecretStr,
     ValidationError,
     field_validator,
@@ -169,6 +170,12 @@ class ApiConfig(_Strict):
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     metrics_token: SecretStr | None = None
+    # The proxies (CIDRs: a load balancer, an ingress) whose X-Forwarded-For is believed. A request from
+    # one of them is counted against the client that header names (the rightmost address not itself a
+    # trusted proxy) by every per-client limit: the API's keyless budget, the dashboard's pages, sign-in
+    # and password attempts. From any other peer the header is ignored, so it cannot be spoofed. Empty:
+    # the TCP peer is the client (docs/operations.md).
+    trusted_proxies: list[IPvAnyNetwork] = Field(default_factory=list)
 
     @field_validator("token_key")
     @classmethod

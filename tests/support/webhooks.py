@@ -64,6 +64,7 @@ class Receiver:
 
     respond: Callable[[int], int | None] = lambda n: 200
     received: list[Received] = field(default_factory=list)
+    answer: str = "ok"  # the body of every answer
     url: str = ""
     release: asyncio.Event = field(default_factory=asyncio.Event)
     _runner: web.AppRunner | None = None
@@ -76,7 +77,7 @@ class Receiver:
         if status is None:
             await self.release.wait()
             status = 200
-        return web.Response(status=status, text="ok")
+        return web.Response(status=status, text=self.answer)
 
     async def start(self) -> Receiver:
         app = web.Application()

@@ -20,6 +20,7 @@ from vip.accounts.users import load_user
 from vip.config import Settings
 from vip.connections import store as connection_store
 from vip.connections.resource import connection_json
+from vip.dashboard.borrower_summary import FlagGroup, Summary, group_flags, summarise
 from vip.dashboard.income_chart import income_chart_svg, period_rows
 from vip.formats import checksummed, iso, token_units
 from vip.payments.shapes import charge_json, intent_json
@@ -73,6 +74,8 @@ class BorrowerView:
     risk: RiskView | None = None
     risk_problem: str | None = None  # why there is no score (no VIP, pending, unverified...)
     intents: list[dict[str, Any]] = field(default_factory=list)
+    flag_groups: list[FlagGroup] = field(default_factory=list)  # the flags as round trips, with totals
+    summary: Summary | None = None  # what the page opens with
 
 
 # --- finding borrowers -------------------------------------------------------------------------------------
@@ -127,8 +130,16 @@ async def borrower_view(engine: AsyncEngine, settings: Settings, organisation_id
             view.flags = await _flags_with_transfers(conn, view.vip.get("fraud_flags") or [])
             view.risk, view.risk_problem = await _risk(conn, settings, vip_row)
         else:
-            view.risk_problem = "no VIP yet: the lender asks for one with GET /v1/vip-report"
+            view.risk_problem = "no VIP yet"
         view.intents = await _intents(conn, organisation_id, user_id)
+    view.flag_groups = group_flags([f.flag for f in view.flags], [f.transfer for f in view.flags],
+                                   [f.path for f in view.flags])
+    active = [c for c in view.connections if c["status"] == "active"]
+    view.summary = summarise(view.vip, view.risk.score if view.risk else None,
+                             view.risk.stored if view.risk else False, view.flag_groups,
+                             has_wallet=any(c["type"] == "wallet" for c in active),
+                             has_platform=any(c["type"] != "wallet" for c in active),
+                             score_problem=view.risk_problem)
     return view
 
 

@@ -4,6 +4,7 @@ behind them, the risk score, the transactions with the API's filters, payment in
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -12,16 +13,25 @@ from aiohttp import web
 from vip.api.context import ENGINE, SETTINGS
 from vip.api.routes.transactions import DEFAULT_LIMIT, TransactionsQuery
 from vip.api.validation import validate
+from vip.dashboard.borrower_list import (
+    PAGE_SIZE,
+    RECOMMENDATIONS,
+    SORTS,
+    STATUSES,
+    ListFilters,
+    borrower_page,
+    csv_text,
+    export_rows,
+    find_exact,
+)
 from vip.dashboard.borrower_view import (
     TransactionsView,
     borrower_count,
     borrower_view,
-    find_borrower,
-    recent_borrowers,
     transactions,
 )
 from vip.dashboard.income_chart import TIER_TEXT, money
-from vip.dashboard.render import STAFF, render
+from vip.dashboard.render import PAGE_HEADERS, STAFF, render
 from vip.dashboard.session import requires
 from vip.errors import ValidationFailed
 
@@ -30,7 +40,6 @@ routes = web.RouteTableDef()
 # The transaction filters of GET /v1/transactions the page's form offers (user_id is the page's own).
 FILTER_FIELDS = ("wallet_id", "direction", "classification", "token", "from_date", "to_date",
                  "include_filtered", "limit")
-MAX_SEARCH = 200
 
 
 def _no_nul(value: str, name: str) -> str:
@@ -40,20 +49,54 @@ def _no_nul(value: str, name: str) -> str:
     return value
 
 
+LIST_FIELDS = ("q", "status", "recommendation", "flagged", "vip_from", "vip_to", "sort")
+
+
+def _list_filters(request: web.Request) -> tuple[ListFilters, dict[str, str]]:
+    return ListFilters.from_query({k: request.query.get(k, "") for k in LIST_FIELDS})
+
+
 @routes.get("/dashboard/borrowers")
 @requires("analyst")
 async def borrowers(request: web.Request) -> web.Response:
     staff = request[STAFF]
-    engine = request.app[ENGINE]
-    wanted = _no_nul(request.query.get("q", "").strip()[:MAX_SEARCH], "q")
-    if wanted:
-        user_id = await find_borrower(engine, staff.organisation_id, wanted)
+    engine, settings = request.app[ENGINE], request.app[SETTINGS]
+    filters, problems = _list_filters(request)
+    # A whole id or external id pasted in the search box opens that borrower's page at once.
+    if filters.q and not problems and set(filters.as_query()) == {"q"}:
+        user_id = await find_exact(engine, staff.organisation_id, filters.q)
         if user_id is not None:
             raise web.HTTPSeeOther(f"/dashboard/borrowers/{user_id}")
-    recent = await recent_borrowers(engine, staff.organisation_id)
-    return render(request, "borrowers.html", status=404 if wanted else 200, query=wanted,
-                  not_found=bool(wanted), borrowers=recent, money=money,
+    per_page_text = request.query.get("per_page", "")
+    per_page = int(per_page_text) if per_page_text.isdigit() and 1 <= int(per_page_text) <= 200 else PAGE_SIZE
+    page = await borrower_page(engine, settings, staff.organisation_id, filters,
+                               request.query.get("cursor") or None, per_page)
+    query = filters.as_query() | ({"per_page": str(per_page)} if per_page != PAGE_SIZE else {})
+    next_page = (f"{request.path}?{urlencode({**query, 'cursor': page.next_cursor})}#borrowers"
+                 if page.next_cursor else None)
+    first_page = f"{request.path}?{urlencode(query)}#borrowers" if request.query.get("cursor") else None
+    not_found = bool(filters.q) and page.total == 0  # a search that finds nothing: 404, as before
+    return render(request, "borrowers.html", status=400 if problems else 404 if not_found else 200,
+                  filters=filters, problems=problems, page=page, not_found=not_found, next_page=next_page,
+                  first_page=first_page,
+                  export=f"/dashboard/borrowers.csv?{urlencode(filters.as_query())}", statuses=STATUSES,
+                  recommendations=RECOMMENDATIONS, sorts=SORTS,
                   total=await borrower_count(engine, staff.organisation_id))
+
+
+@routes.get("/dashboard/borrowers.csv")
+@requires("analyst")
+async def borrowers_csv(request: web.Request) -> web.StreamResponse:
+    """The list's borrowers (same filters and order, up to 10,000) as a CSV file."""
+    staff = request[STAFF]
+    filters, problems = _list_filters(request)
+    if problems:
+        raise ValidationFailed("the filters are not valid: " + ", ".join(sorted(problems)), problems)
+    rows, more = await export_rows(request.app[ENGINE], request.app[SETTINGS], staff.organisation_id, filters)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    headers = {**PAGE_HEADERS, "Content-Disposition": f'attachment; filename="borrowers-{stamp}.csv"',
+               "X-Export-Truncated": "true" if more else "false"}
+    return web.Response(text=csv_text(rows), content_type="text/csv", charset="utf-8", headers=headers)
 
 
 def _filters_of(request: web.Request, user_id: str) -> tuple[dict[str, str], TransactionsQuery | None,

@@ -8,6 +8,7 @@ from aiohttp import web
 from vip.accounts import keys
 from vip.api.context import ENGINE, REQUEST_ID
 from vip.dashboard import audit
+from vip.dashboard.confirm import confirm_page, confirmed
 from vip.dashboard.render import STAFF, render
 from vip.dashboard.session import requires, see_other
 from vip.errors import NotFound
@@ -64,6 +65,18 @@ async def create_key(request: web.Request) -> web.StreamResponse:
 @requires("admin")
 async def revoke_key(request: web.Request) -> web.StreamResponse:
     staff, key_id = request[STAFF], request.match_info["key_id"]
+    if not confirmed(await request.post()):
+        async with request.app[ENGINE].connect() as conn:
+            listed = await keys.list_keys(conn, staff.organisation_id)
+        key = next((k for k in listed if k.id == key_id and k.revoked_at is None), None)
+        if key is None:
+            raise NotFound(f"There is no active API key {key_id} in {staff.organisation_name}.")
+        return confirm_page(
+            request, title="Revoke this API key?", button="Revoke the key", back="/dashboard/keys",
+            question=f"Revoke the API key {key.prefix}… ({key.description or 'no description'}; "
+                     f"{', '.join(key.scopes)})?",
+            consequences=["Every request made with it is refused from now on, in every API process.",
+                          "It cannot be turned back on: whoever uses it needs a new key."])
     async with request.app[ENGINE].begin() as conn:
         info = await keys.revoke_key(conn, staff.organisation_id, key_id)
         if info is None:

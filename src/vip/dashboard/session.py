@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import hmac
 from collections.abc import Awaitable, Callable
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from aiohttp import web
 
@@ -21,11 +21,15 @@ from vip.dashboard.render import CSRF, STAFF, render
 from vip.dashboard.staff import ROLES, Role, StaffIdentity
 from vip.errors import ApiError
 
-__all__ = ["COOKIE", "CSRF", "ROLES", "STAFF", "Role", "StaffIdentity", "requires", "set_session_cookie"]
+__all__ = ["COOKIE", "CSRF", "ROLES", "STAFF", "Role", "StaffIdentity", "requires", "safe_next",
+           "set_session_cookie"]
 
 COOKIE = "vip_staff_session"
 COOKIE_PATH = "/dashboard"
 SIGN_IN_PATH = "/dashboard/sign-in"
+PASSWORD_PATH = "/dashboard/password"
+# What a member whose password someone else chose may open before replacing it.
+OPEN_BEFORE_PASSWORD_CHANGE = (PASSWORD_PATH, "/dashboard/sign-out")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -49,6 +53,23 @@ def clear_session_cookie(request: web.Request, response: web.StreamResponse) -> 
 def see_other(location: str) -> web.Response:
     """A 303 to `location` (after a form post: the browser follows with a GET)."""
     return web.Response(status=303, headers={"Location": location, "Cache-Control": "no-store"})
+
+
+def safe_next(value: object, default: str = "/dashboard") -> str:
+    """Where to go after a form (sign-in, a forced password change): a path of the dashboard's, never
+    another site (no scheme, no host, no `//` or backslash) and nothing that could not stand in a
+    Location header (no control character: a line break there would break the response)."""
+    if not isinstance(value, str) or not value or len(value) >= 2000:
+        return default
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c in "\u2028\u2029" for c in value):
+        return default
+    if value.startswith("//") or "\\" in value:
+        return default
+    parts = urlsplit(value)
+    ours = parts.path == "/dashboard" or parts.path.startswith("/dashboard/")
+    if parts.scheme or parts.netloc or not ours:
+        return default
+    return value
 
 
 def csrf_matches(expected: str, given: object) -> bool:
@@ -92,6 +113,9 @@ def requires(*roles: Role) -> Callable[[Handler], Handler]:
                 return see_other(f"{SIGN_IN_PATH}?next={quote(target, safe='')}")
             request[STAFF] = session.staff
             request[CSRF] = session.csrf_token
+            if session.staff.must_change_password and request.path not in OPEN_BEFORE_PASSWORD_CHANGE:
+                target = request.path_qs if request.method == "GET" else "/dashboard"
+                return see_other(f"{PASSWORD_PATH}?next={quote(target, safe='')}")
             if session.staff.role not in allowed:
                 return error_page(request, 403, "Your role does not include this page.")
             if request.method == "POST":

@@ -33,6 +33,9 @@ SESSION_ABSOLUTE = timedelta(hours=12)
 SIGN_IN_WINDOW_MINUTES = 5
 SIGN_IN_LIMIT_PER_EMAIL = 10
 SIGN_IN_LIMIT_PER_CLIENT = 30
+# The password page checks the current password: limited like sign-in, per member and per client address.
+PASSWORD_LIMIT_PER_MEMBER = 10
+PASSWORD_LIMIT_PER_CLIENT = 30
 
 _hasher = PasswordHasher()
 # Checked against when no member has the email, so that an unknown email costs what a known one does.
@@ -48,6 +51,9 @@ class StaffIdentity:
     organisation_name: str
     email: str
     role: Role
+    # Signed in with a password someone else chose (a first or a reset one): every page but the password
+    # page sends the member there until it is replaced.
+    must_change_password: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,19 +101,21 @@ async def _verify(password_hash: str, password: str) -> bool:
 
 
 def _identity(row) -> StaffIdentity:
-    return StaffIdentity(row.id, row.organisation_id, row.organisation_name, row.email, cast(Role, row.role))
+    return StaffIdentity(row.id, row.organisation_id, row.organisation_name, row.email, cast(Role, row.role),
+                         row.must_change_password)
 
 
 def _members():
     return (select(staff_members.c.id, staff_members.c.organisation_id, staff_members.c.email,
-                   staff_members.c.role, staff_members.c.password_hash,
+                   staff_members.c.role, staff_members.c.password_hash, staff_members.c.must_change_password,
                    organisations.c.name.label("organisation_name"))
             .join(organisations, organisations.c.id == staff_members.c.organisation_id))
 
 
 async def add_member(conn: AsyncConnection, organisation_id: str, email: str, password: str,
-                     role: str) -> StaffIdentity:
-    """A new member of the organisation; StaffError for bad details or an email already there."""
+                     role: str, *, must_change_password: bool = False) -> StaffIdentity:
+    """A new member of the organisation; StaffError for bad details or an email already there. A password
+    chosen for the member by someone else (`must_change_password`) must be replaced at first sign-in."""
     email = normalise_email(email)
     check_new_member(email, password, role)
     password_hash = await hash_password(password)
@@ -115,7 +123,8 @@ async def add_member(conn: AsyncConnection, organisation_id: str, email: str, pa
         async with conn.begin_nested():
             member_id = await conn.scalar(staff_members.insert().values(
                 id=new_id("stf"), organisation_id=organisation_id, email=email,
-                password_hash=password_hash, role=role).returning(staff_members.c.id))
+                password_hash=password_hash, role=role, must_change_password=must_change_password,
+            ).returning(staff_members.c.id))
     except IntegrityError:
         raise StaffError(f"{email} is already a member of this organisation") from None
     return _identity((await conn.execute(_members().where(staff_members.c.id == member_id))).one())
@@ -194,16 +203,18 @@ async def remove_member_by_id(conn: AsyncConnection, organisation_id: str, membe
 async def change_password(conn: AsyncConnection, member: StaffIdentity, current: str, new: str,
                           keep_session_token: str) -> bool:
     """Replace the member's password when `current` is right (False otherwise; StaffError for a new one
-    too short or too long), and end every other session of theirs: whoever knew the old password is
-    signed out."""
+    too short, too long or the same as the current one), and end every other session of theirs: whoever
+    knew the old password is signed out. A password someone else chose is then the member's own."""
     check_password(new)
     password_hash = await conn.scalar(select(staff_members.c.password_hash)
                                       .where(staff_members.c.id == member.member_id).with_for_update())
     if password_hash is None or len(current) > MAX_PASSWORD_LENGTH or not await _verify(password_hash,
                                                                                         current):
         return False
+    if new == current:
+        raise StaffError("the new password must differ from the current one")
     await conn.execute(update(staff_members).where(staff_members.c.id == member.member_id)
-                       .values(password_hash=await hash_password(new)))
+                       .values(password_hash=await hash_password(new), must_change_password=False))
     await conn.execute(delete(staff_sessions).where(
         staff_sessions.c.member_id == member.member_id,
         staff_sessions.c.token_hash != _token_hash(keep_session_token)))
@@ -276,12 +287,42 @@ _COUNT_ATTEMPT = text("""
 """)
 
 
-async def count_sign_in_attempt(conn: AsyncConnection, email: str, client: str) -> bool:
-    """Count one sign-in attempt against the email and the client's address (in the API's shared
-    rate-limit table, over the last few minutes); False when either is over its limit."""
+async def _count_attempts(conn: AsyncConnection, buckets: tuple[tuple[str, int], ...]) -> bool:
+    """Count one attempt in each bucket (the API's shared rate-limit table, over the last few minutes);
+    False when any is over its limit."""
     allowed = True
-    for bucket, limit in ((f"signin-email:{normalise_email(email)[:254]}", SIGN_IN_LIMIT_PER_EMAIL),
-                          (f"signin-client:{client}", SIGN_IN_LIMIT_PER_CLIENT)):
+    for bucket, limit in buckets:
         count = await conn.scalar(_COUNT_ATTEMPT, {"bucket": bucket, "minutes": SIGN_IN_WINDOW_MINUTES})
         allowed = allowed and count <= limit
     return allowed
+
+
+async def count_sign_in_attempt(conn: AsyncConnection, organisation_name: str, email: str,
+                                client: str) -> bool:
+    """Count one sign-in attempt against the email within the organisation named (an email of one
+    organisation's member is never locked out by attempts made on another's) and against the client's
+    address; False when either is over its limit."""
+    member = f"{organisation_name.strip()[:200]}\x1f{normalise_email(email)[:254]}"
+    return await _count_attempts(conn, ((f"signin-email:{member}", SIGN_IN_LIMIT_PER_EMAIL),
+                                        (f"signin-client:{client}", SIGN_IN_LIMIT_PER_CLIENT)))
+
+
+async def count_password_attempt(conn: AsyncConnection, member: StaffIdentity, client: str) -> bool:
+    """Count one try of the password page (it checks the current password) against the member and the
+    client's address; False when either is over its limit."""
+    return await _count_attempts(conn, ((f"password-member:{member.member_id}", PASSWORD_LIMIT_PER_MEMBER),
+                                        (f"password-client:{client}", PASSWORD_LIMIT_PER_CLIENT)))
+
+
+async def reset_password(conn: AsyncConnection, organisation_id: str, member_id: str
+                         ) -> tuple[StaffIdentity, str] | None:
+    """Give the member a new random password (returned, to be handed over once), to be replaced at their
+    next sign-in; every session of theirs ends. None for no such member."""
+    member = await load_member(conn, organisation_id, member_id, lock=True)
+    if member is None:
+        return None
+    password = new_password()
+    await conn.execute(update(staff_members).where(staff_members.c.id == member_id).values(
+        password_hash=await hash_password(password), must_change_password=True))
+    await conn.execute(delete(staff_sessions).where(staff_sessions.c.member_id == member_id))
+    return member, password

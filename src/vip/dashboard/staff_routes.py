@@ -7,10 +7,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from vip.api.context import ENGINE, REQUEST_ID
+from vip.api.ratelimit import request_client
 from vip.dashboard import audit
 from vip.dashboard import staff as staff_store
+from vip.dashboard.confirm import confirm_page, confirmed
 from vip.dashboard.render import STAFF, render
-from vip.dashboard.session import COOKIE, requires, see_other
+from vip.dashboard.session import COOKIE, PASSWORD_PATH, requires, safe_next, see_other
 from vip.errors import NotFound
 
 routes = web.RouteTableDef()
@@ -24,6 +26,14 @@ async def _staff_page(request: web.Request, *, status: int = 200, error: str | N
     return render(request, "staff.html", status=status, members=members, roles=staff_store.ROLES,
                   error=error, email=email, chosen_role=role,
                   done=done if done in ("role", "removed") else None)
+
+
+async def _member(request: web.Request, member_id: str) -> staff_store.StaffIdentity:
+    async with request.app[ENGINE].connect() as conn:
+        member = await staff_store.load_member(conn, request[STAFF].organisation_id, member_id)
+    if member is None:
+        raise _not_found(member_id)
+    return member
 
 
 def _not_found(member_id: str) -> NotFound:
@@ -45,7 +55,8 @@ async def add_member(request: web.Request) -> web.StreamResponse:
     staff = request[STAFF]
     try:
         async with request.app[ENGINE].begin() as conn:
-            member = await staff_store.add_member(conn, staff.organisation_id, email, password, role)
+            member = await staff_store.add_member(conn, staff.organisation_id, email, password, role,
+                                                  must_change_password=True)
             await audit.record(conn, staff, "staff.added", member.member_id,
                                {"email": member.email, "role": member.role}, request.get(REQUEST_ID))
     except staff_store.StaffError as exc:
@@ -55,16 +66,32 @@ async def add_member(request: web.Request) -> web.StreamResponse:
                   what=f"{member.email} ({member.role}) signs in to {staff.organisation_name} with this "
                        f"first password.",
                   secret=password, back="/dashboard/staff", back_label="Back to staff",
-                  note="Hand it over privately: it is shown only once, and the member should replace it "
-                       "on the Password page after signing in.")
+                  note="Hand it over privately: it is shown only once, and the member must replace it "
+                       "when they first sign in.")
 
 
 @routes.post("/dashboard/staff/{member_id}/role")
 @requires("admin")
 async def change_role(request: web.Request) -> web.StreamResponse:
     member_id = request.match_info["member_id"]
-    role = str((await request.post()).get("role", ""))
+    form = await request.post()
+    role = str(form.get("role", ""))
     staff = request[STAFF]
+    if not confirmed(form):
+        member = await _member(request, member_id)
+        if role not in staff_store.ROLES:
+            return await _staff_page(request, status=400, error=f"Role not changed: the role must be one "
+                                                                f"of {', '.join(staff_store.ROLES)}.")
+        if role == member.role:
+            return see_other("/dashboard/staff")
+        pages = {"admin": "every page: API keys, webhooks, staff, the audit log, borrowers and networks",
+                 "analyst": "the borrowers only (read-only)", "operator": "the networks only"}
+        return confirm_page(
+            request, title="Change this member's role?", button=f"Make them {role}", back="/dashboard/staff",
+            question=f"Make {member.email} {role} instead of {member.role}?", fields={"role": role},
+            consequences=[f"From their next page they may open {pages[role]}.",
+                          *(["You give up your own admin role: you leave the staff page at once."]
+                            if member_id == staff.member_id and role != "admin" else [])])
     try:
         async with request.app[ENGINE].begin() as conn:
             changed = await staff_store.change_role(conn, staff.organisation_id, member_id, role)
@@ -86,6 +113,15 @@ async def change_role(request: web.Request) -> web.StreamResponse:
 async def remove_member(request: web.Request) -> web.StreamResponse:
     member_id = request.match_info["member_id"]
     staff = request[STAFF]
+    if not confirmed(await request.post()):
+        member = await _member(request, member_id)
+        return confirm_page(
+            request, title="Remove this member?", button="Remove the member", back="/dashboard/staff",
+            question=f"Remove {member.email} ({member.role}) from {staff.organisation_name}?",
+            consequences=["Their sessions end at once and they can no longer sign in.",
+                          "The audit log keeps what they did, by email.",
+                          *(["You are removing yourself: you are signed out."] if member_id == staff.member_id
+                            else [])])
     try:
         async with request.app[ENGINE].begin() as conn:
             removed = await staff_store.remove_member_by_id(conn, staff.organisation_id, member_id)
@@ -100,28 +136,72 @@ async def remove_member(request: web.Request) -> web.StreamResponse:
                      else "/dashboard/staff?done=removed")
 
 
-@routes.get("/dashboard/password")
+@routes.post("/dashboard/staff/{member_id}/reset-password")
+@requires("admin")
+async def reset_password(request: web.Request) -> web.StreamResponse:
+    """A new first password for a member who lost theirs: shown once, replaced at their next sign-in."""
+    member_id = request.match_info["member_id"]
+    staff = request[STAFF]
+    if not confirmed(await request.post()):
+        member = await _member(request, member_id)
+        return confirm_page(
+            request, title="Reset this member's password?", button="Reset the password",
+            back="/dashboard/staff", question=f"Give {member.email} a new password?",
+            consequences=["Their current password stops working and their sessions end at once.",
+                          "You are shown the new password once, to hand over privately; they must replace it "
+                          "when they sign in."])
+    async with request.app[ENGINE].begin() as conn:
+        reset = await staff_store.reset_password(conn, staff.organisation_id, member_id)
+        if reset is None:
+            raise _not_found(member_id)
+        member, password = reset
+        await audit.record(conn, staff, "staff.password_reset", member_id, {"email": member.email},
+                           request.get(REQUEST_ID))
+    if member_id == staff.member_id:  # one's own sessions ended with the reset
+        return see_other("/dashboard/sign-in")
+    return render(request, "secret_shown.html", title="Password reset",
+                  what=f"{member.email} signs in to {staff.organisation_name} with this password.",
+                  secret=password, back="/dashboard/staff", back_label="Back to staff",
+                  note="Hand it over privately: it is shown only once, and the member must replace it when "
+                       "they sign in.")
+
+
+def _password_page(request: web.Request, *, status: int = 200, error: str | None = None,
+                   changed: bool = False) -> web.Response:
+    next_path = safe_next(request.query.get("next"), default="")
+    return render(request, "password.html", status=status, error=error, changed=changed,
+                  forced=request[STAFF].must_change_password, next_path=next_path)
+
+
+@routes.get(PASSWORD_PATH)
 @requires()
 async def password_page(request: web.Request) -> web.StreamResponse:
-    return render(request, "password.html", error=None, changed=request.query.get("changed") == "1")
+    return _password_page(request, changed=request.query.get("changed") == "1")
 
 
-@routes.post("/dashboard/password")
+TOO_MANY = ("Too many password attempts for your account or from your address. Wait five minutes and try "
+            "again.")
+
+
+@routes.post(PASSWORD_PATH)
 @requires()
 async def change_password(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     current, new, again = (str(form.get(name, "")) for name in ("current", "new", "again"))
-    if new != again:
-        return render(request, "password.html", status=400, changed=False,
-                      error="The new password and its repetition differ.")
     staff = request[STAFF]
+    async with request.app[ENGINE].begin() as conn:  # counted whatever the outcome, before any check
+        allowed = await staff_store.count_password_attempt(conn, staff, request_client(request))
+    if not allowed:
+        return _password_page(request, status=429, error=TOO_MANY)
+    if new != again:
+        return _password_page(request, status=400, error="The new password and its repetition differ.")
     try:
         async with request.app[ENGINE].begin() as conn:
             if not await staff_store.change_password(conn, staff, current, new, request.cookies[COOKIE]):
-                return render(request, "password.html", status=400, changed=False,
-                              error="The current password is not right.")
+                return _password_page(request, status=400, error="The current password is not right.")
             await audit.record(conn, staff, "staff.password_changed", staff.member_id, {},
                                request.get(REQUEST_ID))
     except staff_store.StaffError as exc:
-        return render(request, "password.html", status=400, changed=False, error=f"Not changed: {exc}.")
-    return see_other("/dashboard/password?changed=1")
+        return _password_page(request, status=400, error=f"Not changed: {exc}.")
+    next_path = safe_next(request.query.get("next"), default="")
+    return see_other(next_path or f"{PASSWORD_PATH}?changed=1")

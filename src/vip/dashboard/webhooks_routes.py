@@ -6,14 +6,17 @@ audit entry; every lookup is the organisation's own (another organisation's id i
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
 from vip.api.context import ENGINE, REQUEST_ID, SETTINGS
 from vip.dashboard import audit
+from vip.dashboard.confirm import confirm_page, confirmed
 from vip.dashboard.render import STAFF, render
 from vip.dashboard.session import requires, see_other
+from vip.dashboard.webhook_view import endpoints_health, error_in_words, payload_text
 from vip.errors import ApiError, NotFound
 from vip.webhooks import events, service
 from vip.webhooks import store as endpoints_store
@@ -63,8 +66,9 @@ async def _webhooks_page(request: web.Request, *, status: int = 200, error: str 
     except ApiError:  # a cursor not of ours: the first page
         page = await service.list_events(engine, organisation_id, events.EventFilters(type=kind), None,
                                          EVENTS_PER_PAGE)
-    return render(request, "webhooks.html", status=status, error=error,
-                  endpoints=await service.list_endpoints(engine, organisation_id),
+    endpoints = await service.list_endpoints(engine, organisation_id)
+    health = await endpoints_health(engine, endpoints, datetime.now(UTC))  # webhooks run on the wall clock
+    return render(request, "webhooks.html", status=status, error=error, endpoints=endpoints, health=health,
                   events=page.events, next_cursor=page.next_cursor, event_type=kind or "",
                   event_types=EVENT_TYPES, test_types=sampled_types(),
                   values=values or {"url": "", "description": "", "all_types": True, "event_types": []},
@@ -142,9 +146,26 @@ async def update_endpoint(request: web.Request) -> web.StreamResponse:
     return see_other(f"{BASE}?notice=updated")
 
 
+# What disabling and deleting do, said on the page that asks first.
+CONSEQUENCES = {
+    "disabled": ("Disable this endpoint?", "Disable the endpoint", [
+        "Nothing is sent to it until it is enabled again.",
+        "Its pending deliveries are cancelled: events of the disabled time reach it only by replay."]),
+    "deleted": ("Delete this endpoint?", "Delete the endpoint", [
+        "Nothing more is sent to it, and its pending deliveries are cancelled.",
+        "It cannot be brought back: a new endpoint has a new signing secret."]),
+}
+
+
 async def _change(request: web.Request, action: str) -> web.StreamResponse:
     staff, endpoint_id = request[STAFF], request.match_info["endpoint_id"]
     org = staff.organisation_id
+    if action in CONSEQUENCES and not confirmed(await request.post()):
+        endpoint = await _endpoint(request)
+        title, button, consequences = CONSEQUENCES[action]
+        return confirm_page(request, title=title, button=button, back=BASE, consequences=consequences,
+                            question=f"{title.split()[0]} the endpoint {endpoint.url} "
+                                     f"({endpoint.description or endpoint.id})?")
     async with request.app[ENGINE].begin() as conn:
         if action == "disabled":
             endpoint = await service.disable_endpoint_on(conn, org, endpoint_id,
@@ -215,6 +236,7 @@ async def event_page(request: web.Request) -> web.StreamResponse:
     endpoints = await service.list_endpoints(request.app[ENGINE], org)
     return render(request, "event.html", event=detail.event, deliveries=detail.deliveries,
                   endpoints=[e for e in endpoints if e.disabled_at is None],
+                  payload=payload_text(detail.event), in_words=error_in_words,
                   notice=request.query.get("notice"), error=None)
 
 

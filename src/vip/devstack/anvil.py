@@ -86,6 +86,16 @@ def rpc_call(url: str, method: str, params: list | None = None, timeout: float =
     return reply["result"]
 
 
+def saved_head_timestamp(state_path: Path) -> int | None:
+    """The timestamp of the head block in a state file Anvil dumped (`--state`), None when there is none
+    or it cannot be read. Anvil started on a state with `--timestamp` takes that as its time, so a restart
+    passes this (plus one) to go on from its head, never back before it."""
+    try:
+        return int(json.loads(state_path.read_text())["block"]["timestamp"], 16)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 @dataclass
 class AnvilNode:
     """A running Anvil process."""

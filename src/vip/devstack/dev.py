@@ -24,7 +24,7 @@ from vip.accounts import keys
 from vip.client import VipClient
 from vip.config import ENV_CONFIG_FILES, ENV_DATABASE_URL, ENV_OPERATOR_KEY, ConfigError, load_settings
 from vip.dashboard import staff
-from vip.devstack.anvil import AnvilNode, start_anvil
+from vip.devstack.anvil import AnvilNode, saved_head_timestamp, start_anvil
 from vip.devstack.console import vip_console_script
 from vip.devstack.demo import demo_calls, demo_outcome, seed_demo
 from vip.devstack.deploy import LocalContracts, deploy_local_contracts
@@ -187,9 +187,14 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
                     else embedded_postgres_url(data_dir / "pg"))
     migrate(database_url)
 
+    anvil_state = data_dir / "anvil-state.json"
+    # A chain restored from the data directory goes on from its head's time (which test clocks may have
+    # moved far past the wall clock); only a new chain starts at the genesis, about 13 months ago.
+    restored_head = saved_head_timestamp(anvil_state)
     genesis = int((datetime.now(UTC) - GENESIS_AGE).timestamp())
-    node = start_anvil(chain_id=LOCAL_CHAIN_ID, port=anvil_port, genesis_timestamp=genesis,
-                       state_path=data_dir / "anvil-state.json", log_path=data_dir / "anvil.log")
+    node = start_anvil(chain_id=LOCAL_CHAIN_ID, port=anvil_port,
+                       genesis_timestamp=genesis if restored_head is None else restored_head + 1,
+                       state_path=anvil_state, log_path=data_dir / "anvil.log")
     children: list[subprocess.Popen] = []
     stand_in = ProviderStandIn(node.rpc_url, provider) if provider else None
     try:
@@ -250,10 +255,11 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
             tmp = state_file.with_suffix(".tmp")
             tmp.write_text(json.dumps(state, indent=2) + "\n")
             tmp.replace(state_file)  # readers never see a half-written file
-        genesis_day = f"{datetime.fromtimestamp(genesis, UTC):%Y-%m-%d}"
+        chain_time = (f"genesis {datetime.fromtimestamp(genesis, UTC):%Y-%m-%d}" if restored_head is None else
+                      f"restored, head at {datetime.fromtimestamp(restored_head, UTC):%Y-%m-%d %H:%M} UTC")
         print(f"""vip dev is running (Ctrl-C stops everything)
   database   {'DATABASE_URL' if configured_database_url else 'embedded PostgreSQL in ' + str(data_dir / 'pg')}
-  anvil      {node.rpc_url} (chain id {node.chain_id}, genesis {genesis_day})
+  anvil      {node.rpc_url} (chain id {node.chain_id}, {chain_time})
   rpc        {f'{rpc_url} (stand-in of {provider})' if stand_in else node.rpc_url}
   USDC       {contracts.usdc}
   USDT       {contracts.usdt}

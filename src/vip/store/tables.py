@@ -637,6 +637,11 @@ webhook_attempts = Table(
     Column("status_code", Integer),  # null: no HTTP answer (time-out, connection error)
     Column("error", Text),
     Column("duration_ms", Integer, nullable=False),
+    # What was sent and what came back, for the dashboard's event page (migration 0022; null on older
+    # attempts): the request's headers (signatures included: they are HMACs, no secret), and the start of
+    # the receiver's answer as text (vip.webhooks.sender.RESPONSE_TEXT_LIMIT characters at most).
+    Column("request_headers", JSONB),
+    Column("response_body", Text),
     Index(None, "delivery_id", "id"),
 )
 
@@ -666,6 +671,9 @@ staff_members = Table(
     Column("password_hash", Text, nullable=False),
     Column("role", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
+    # A password someone else chose (a first password an admin handed over, or a reset): the member must
+    # replace it before any other page opens (migration 0022).
+    Column("must_change_password", Boolean, nullable=False, server_default=text("false")),
     UniqueConstraint("organisation_id", "email"),
     CheckConstraint("role IN ('admin', 'analyst', 'operator')", name="role"),
 )

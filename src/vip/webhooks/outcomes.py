@@ -8,6 +8,7 @@ import asyncio
 from datetime import datetime
 
 from sqlalchemy import Boolean, bindparam, case, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip.store.tables import webhook_attempts, webhook_deliveries, webhook_endpoints
@@ -30,7 +31,8 @@ def settle(job: Job, attempted_at: datetime, finished_at: datetime, sent: Sent) 
         "b_id": job.delivery_id, "b_endpoint": job.endpoint_id, "b_ok": sent.error is None,
         "b_status": status, "b_attempts": attempts, "b_last": attempted_at,
         "b_next": retry_at, "b_delivered": finished_at if status == "delivered" else None,
-        "b_code": sent.status_code, "b_error": sent.error, "b_ms": round(sent.elapsed_s * 1000)}
+        "b_code": sent.status_code, "b_error": sent.error, "b_ms": round(sent.elapsed_s * 1000),
+        "b_headers": sent.request_headers, "b_response": sent.response_text}
 
 
 class OutcomeWriter:
@@ -67,7 +69,8 @@ class OutcomeWriter:
                 await conn.execute(webhook_attempts.insert().values(
                     delivery_id=bindparam("b_id"), attempted_at=bindparam("b_last"),
                     status_code=bindparam("b_code"), error=bindparam("b_error"),
-                    duration_ms=bindparam("b_ms")), batch)
+                    duration_ms=bindparam("b_ms"), request_headers=bindparam("b_headers", type_=JSONB),
+                    response_body=bindparam("b_response")), batch)
                 # Only a delivery still ours moves: a deleted endpoint's delivery stays cancelled.
                 ours = (d.c.id == bindparam("b_id")) & (d.c.status == "pending")
                 await conn.execute(update(d).where(ours).values(

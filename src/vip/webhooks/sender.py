@@ -31,6 +31,9 @@ from vip.webhooks.urls import ip_literal, refused_address_reason, refused_among
 
 USER_AGENT = "vip-webhooks/1"
 ERROR_TEXT_LIMIT = 300
+# How much of a receiver's answer is kept for the dashboard (bytes read; the text is decoded leniently):
+# enough for an error page's message, never a receiver's megabytes.
+RESPONSE_TEXT_LIMIT = 2048
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,9 @@ class Sent:
     status_code: int | None
     error: str | None
     elapsed_s: float
+    # What was sent (the headers, signatures included) and the start of the receiver's answer.
+    request_headers: dict[str, str] | None = None
+    response_text: str | None = None
 
 
 class RefusedAddress(OSError):
@@ -109,8 +115,10 @@ async def send(session: aiohttp.ClientSession, job: Job, attempted_at: datetime,
     written as a private IP address is refused here; `session` must then come from
     `new_session(guarded=True)`, whose resolver refuses names that resolve to one."""
     headers = delivery_headers(job.event_id, job.body, job.secrets, attempted_at)
+    sent_headers = {"User-Agent": USER_AGENT, **{name: ", ".join(headers.getall(name)) for name in headers}}
     status_code: int | None = None
     error: str | None = None
+    response_text: str | None = None
     started = time.perf_counter()
     refused = refused_literal(job.url) if guarded else None
     if not job.secrets:
@@ -126,6 +134,7 @@ async def send(session: aiohttp.ClientSession, job: Job, attempted_at: datetime,
             status_code = resp.status
             if not is_success(status_code):
                 error = f"HTTP {status_code}"
+            response_text = (await resp.content.read(RESPONSE_TEXT_LIMIT)).decode("utf-8", "replace")
     except TimeoutError:
         error = f"no answer within {timeout_s:g} s"
     except (aiohttp.ClientError, OSError, ValueError) as exc:
@@ -134,4 +143,6 @@ async def send(session: aiohttp.ClientSession, job: Job, attempted_at: datetime,
         error = f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT]
     elapsed = time.perf_counter() - started
     metrics.WEBHOOK_ATTEMPT_SECONDS.observe(elapsed)
-    return Sent(status_code, error, elapsed)
+    # PostgreSQL text cannot hold a NUL: a receiver's binary answer is kept without them.
+    return Sent(status_code, error, elapsed, sent_headers,
+                response_text.replace("\x00", "\ufffd") if response_text is not None else None)
