@@ -48,3 +48,33 @@ async def test_docs_page_is_served_without_third_party_assets(api):
     bundle = await api.client.get(BUNDLE_PATH)
     assert bundle.status == 200 and bundle.content_type == "application/javascript"
     assert len(await bundle.read()) > 500_000
+
+
+REQUIRED_SCOPE = re.compile(r"Requires an API key with the `(\w+)` scope\.")
+
+
+def documented_scope(operation: dict) -> str | None:
+    """The scope an operation of the document states: None for a public one (`security: []`)."""
+    if operation.get("security") == []:
+        return None
+    found = REQUIRED_SCOPE.search(operation.get("description", ""))
+    assert found, f"{operation['summary']}: neither public nor a stated scope"
+    return found.group(1)
+
+
+async def test_each_handler_requires_the_scope_the_document_states(api):
+    """A lender reads the scope an operation needs from the document: the handler must demand exactly that
+    one, and say so itself (a handler without `requires`/`public` would fall back on the access
+    middleware's default)."""
+    doc = document(api.settings.api.public_base_url)
+    app = create_app(api.settings, "postgresql+psycopg://unused/unused")
+    checked = 0
+    for route in app.router.routes():
+        operation = doc["paths"].get(route.resource.canonical, {}).get(route.method.lower())
+        if operation is None:
+            continue
+        assert hasattr(route.handler, "required_scope"), f"{route.method} {route.resource.canonical}"
+        assert route.handler.required_scope == documented_scope(operation), (
+            route.method, route.resource.canonical)
+        checked += 1
+    assert checked == sum(len(item) for item in doc["paths"].values())
