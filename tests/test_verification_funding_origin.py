@@ -49,7 +49,6 @@ async def income_labels(b: Borrower) -> dict[str, dict]:
     return {t["tx_hash"]: t for t in body["transactions"]}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("months_parked", [2, 6])
 async def test_money_parked_for_months_then_paid_back_as_salary_is_never_income(vapi, chain, database_url,
                                                                                months_parked):
@@ -82,7 +81,6 @@ async def test_money_parked_for_months_then_paid_back_as_salary_is_never_income(
     assert await income_labels(b) == {}
 
 
-@pytest.mark.slow
 async def test_a_salary_in_two_or_three_transfers_and_two_records_in_one_are_income_every_transfer_labelled(
         vapi, chain, database_url):
     """Batching, a second token account, a fee split: each month's record is settled by the sum of two or
@@ -114,7 +112,6 @@ async def test_a_salary_in_two_or_three_transfers_and_two_records_in_one_are_inc
         assert {labelled[tx]["payroll_match"]["payroll_period"] for tx in hashes} == {f"{day:%Y-%m}"}
 
 
-@pytest.mark.slow
 @settings(max_examples=8, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(hops=st.integers(1, MAX_HOPS), own=st.integers(1000, 20_000), waited=st.integers(0, 180),

@@ -25,7 +25,7 @@ def add_sign_in_domains_parser(sub) -> argparse.ArgumentParser:
                      help="a URI a message may name starts with this (repeatable; default https://<domain>/)")
     add.add_argument("--org", required=True, help="the organisation's name")
     remove = commands.add_parser("remove", help="remove a domain: messages naming it are refused")
-    remove.add_argument("domain")
+    remove.add_argument("domain", help="the domain as registered (app.lender.example)")
     remove.add_argument("--org", required=True, help="the organisation's name")
     return parser
 

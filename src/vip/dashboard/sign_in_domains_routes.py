@@ -9,9 +9,10 @@ from aiohttp import web
 from vip.api.context import CLOCK, ENGINE, REQUEST_ID, SETTINGS
 from vip.connections import sign_in_domains
 from vip.dashboard import audit
+from vip.dashboard.confirm import confirm_page, confirmed
 from vip.dashboard.render import STAFF, render
 from vip.dashboard.session import requires, see_other
-from vip.errors import ValidationFailed
+from vip.errors import NotFound, ValidationFailed
 
 routes = web.RouteTableDef()
 PAGE = "/dashboard/sign-in-domains"
@@ -40,10 +41,11 @@ async def add_domain(request: web.Request) -> web.StreamResponse:
     prefixes_text = str(form.get("uri_prefixes", ""))
     prefixes = [line.strip() for line in prefixes_text.splitlines() if line.strip()]
     staff = request[STAFF]
+    now = await request.app[CLOCK].now()
     try:
         async with request.app[ENGINE].begin() as conn:
             row, created = await sign_in_domains.put_domain(conn, staff.organisation_id, domain, prefixes,
-                                                            await request.app[CLOCK].now())
+                                                            now)
             await audit.record(conn, staff, "sign_in_domain.added" if created else "sign_in_domain.updated",
                                row.domain, {"uri_prefixes": list(row.uri_prefixes)}, request.get(REQUEST_ID))
     except ValidationFailed as exc:
@@ -56,8 +58,18 @@ async def add_domain(request: web.Request) -> web.StreamResponse:
 @routes.post(PAGE + "/{domain}/remove")
 @requires("admin")
 async def remove_domain(request: web.Request) -> web.StreamResponse:
-    staff = request[STAFF]
+    staff, domain = request[STAFF], request.match_info["domain"]
+    if not confirmed(await request.post()):
+        async with request.app[ENGINE].connect() as conn:
+            listed = await sign_in_domains.rows_of(conn, staff.organisation_id)
+        if not any(row.domain == domain for row in listed):
+            raise NotFound(f"{domain} is not a sign-in domain of {staff.organisation_name}.")
+        return confirm_page(
+            request, title="Remove this sign-in domain?", button="Remove the domain", back=PAGE,
+            question=f"Remove {domain} from the sites your borrowers sign in on?",
+            consequences=["A wallet message naming it is refused from now on (ERR_DOMAIN_MISMATCH).",
+                          "Borrowers signing in on that site see an error until it is added again."])
     async with request.app[ENGINE].begin() as conn:
-        row = await sign_in_domains.remove_domain(conn, staff.organisation_id, request.match_info["domain"])
+        row = await sign_in_domains.remove_domain(conn, staff.organisation_id, domain)
         await audit.record(conn, staff, "sign_in_domain.removed", row.domain, {}, request.get(REQUEST_ID))
     return see_other(PAGE)
