@@ -63,7 +63,7 @@ async def test_exact_behind_each_provider_with_faults_and_lagging_nodes(chain: C
     margin = 3  # >= the largest node lag (2) + the blocks whose logs a lagging node misses (1)
     faults = FaultRates(seed=7, http_5xx=0.05, timeout=0.02, timeout_hold_s=1.0)
     with ProviderStandIn(chain.node.rpc_url, SCALED[profile], faults=faults, node_lags=(0, 0, 2),
-                         missing_log_blocks=1, requests_per_s=25) as provider:
+                         missing_log_blocks=1, units_per_s=25 * SCALED[profile].default_weight) as provider:
         network = local_network(provider.url, chain.node.chain_id, chain.contracts, finality_depth=4,
                                 initial_block_range=200, max_block_range=5000, head_margin=margin,
                                 history_initial_block_range=100_000, history_max_block_range=10_000_000)
@@ -165,7 +165,7 @@ async def test_stand_in_refusals_are_what_our_parser_reads(session_chain: ChainD
 
 async def test_stand_in_rate_limit_answers_429_with_retry_after(session_chain: ChainDriver):
     body = {"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []}
-    with ProviderStandIn(session_chain.node.rpc_url, "infura", requests_per_s=2) as provider:
+    with ProviderStandIn(session_chain.node.rpc_url, "infura", units_per_s=2) as provider:
         async with aiohttp.ClientSession() as http:
             statuses = []
             for _ in range(6):
@@ -177,10 +177,11 @@ async def test_stand_in_rate_limit_answers_429_with_retry_after(session_chain: C
 
 
 async def test_client_waits_as_long_as_retry_after_says(session_chain: ChainDriver):
-    with ProviderStandIn(session_chain.node.rpc_url, "alchemy", requests_per_s=1) as provider:
+    # 10 compute units a second: one eth_blockNumber (Alchemy bills it 10).
+    with ProviderStandIn(session_chain.node.rpc_url, "alchemy", units_per_s=10) as provider:
         config = RpcConfig(max_attempts=5, backoff_base_s=0.0, backoff_cap_s=0.0, retry_after_cap_s=30)
         async with RpcClient("local", provider.url, config) as rpc:
-            await rpc.block_number()  # takes the one token of this second
+            await rpc.block_number()  # takes the 10 units of this second
             await rpc.block_number()  # 429, Retry-After: 1, then answered
     assert provider.refusals["rate_limited"] >= 1
     # With no backoff of its own, only the Retry-After wait let the bucket refill: one refusal, not five.
