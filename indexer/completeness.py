@@ -27,9 +27,8 @@ CHECKED_DEPTH = 64
 @dataclass(frozen=True)
 class LogsBatch:
     """One HTTP request: eth_getLogs filters (without their block fields), a probe of the range end's
-    token logs (topic filters only: it shows whether the node's logs reach the end), and headers, the
-    range end first when it needs proving. `parties`: the addresses the filters ask about (None: every
-    token log)."""
+    token logs (topic filters only: it shows whether the node's logs reach the end), and the range end's
+    header when it needs proving. `parties`: the addresses the filters ask about (None: every token log)."""
 
     filters: tuple[dict[str, Any], ...]
     parties: tuple[str, ...] | None
@@ -42,24 +41,18 @@ def plan_batches(filters: Sequence[tuple[dict[str, Any], tuple[str, ...] | None]
                  header_weight: float) -> tuple[list[LogsBatch], list[int]]:
     """The eth_getLogs `filters` (each with the addresses it asks about) packed into batches of at most
     `max_items` items and `max_units` of the budget, each with the range end's header when `proof` (and
-    a probe when `probe`), then filled with the other `needed` headers, newest first; the headers left
-    over (any node may answer them) are returned apart."""
+    a probe when `probe`). The other `needed` headers are returned apart: asked once the logs are in (any
+    node may answer them), so that a range refused for its size wastes no header."""
     fixed = [end] if proof else []
     overhead_items = len(fixed) + probe
     overhead_units = len(fixed) * header_weight + probe * logs_weight
     per_batch = max(1, min(max_items - overhead_items, int((max_units - overhead_units) // logs_weight)))
-    rest = sorted((n for n in set(needed) if n not in fixed), reverse=True)
     batches = []
     for i in range(0, len(filters), per_batch):
         group = filters[i:i + per_batch]
-        items = len(group) + overhead_items
-        units = len(group) * logs_weight + overhead_units
-        room = min(max_items - items, int((max_units - units) // header_weight)) if header_weight else \
-            max_items - items
-        taken, rest = rest[:max(room, 0)], rest[max(room, 0):]
         parties = None if any(p is None for _, p in group) else tuple(a for _, p in group for a in p or ())
-        batches.append(LogsBatch(tuple(f for f, _ in group), parties, probe, tuple(fixed + taken)))
-    return batches, sorted(rest)
+        batches.append(LogsBatch(tuple(f for f, _ in group), parties, probe, tuple(fixed)))
+    return batches, sorted(n for n in set(needed) if n not in fixed)
 
 
 def blocks_of(raw: Iterable[Mapping[str, Any]]) -> set[int]:

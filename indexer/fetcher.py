@@ -168,10 +168,12 @@ class LogFetcher:
                     self.sizer.failed()
                 failures += 1
             except (DoubtedRange, NodeBehindError):
-                # Another node will likely answer; the range is not at fault, so it keeps its size.
+                # The answering node lacks the range's newest block (or its logs): ask again, a block
+                # shorter, which that node or another likely has. The size is not at fault and stays.
                 doubts += 1
                 if doubts >= 8:
                     raise
+                limit = max(start, end - 1)
                 continue
             except RateLimitedError:
                 # A throttle says nothing about the range: the client already waited (Retry-After);

@@ -35,6 +35,8 @@ log = structlog.get_logger(__name__)
 PROGRESS_THRESHOLD_BLOCKS = 5000
 # The lag counts from the highest head a node showed in this many seconds (a reorg forgets them).
 HEAD_MEMORY_S = 60.0
+# Requests asking for our tip before a suspected reorg is repaired (a lagging node has no block there).
+TIP_RECHECKS = 4
 
 
 class ChainIdMismatch(Exception):
@@ -274,6 +276,7 @@ class Follower:
             if now - self._behind_since < self.config.lag_grace_s:
                 return
         else:
+            self._behind_since = None  # a node at or past our cursor: whatever lagged has caught up
             tip = head if head.number == cursor.block_number else None
             if tip is None:
                 try:
@@ -313,7 +316,19 @@ class Follower:
         else:
             self.log.warning("reorg repaired", **fields)
 
+    async def _tip_on_some_node(self, cursor: Cursor) -> bool:
+        """Whether a node behind the load balancer still has our tip: our block at the cursor's height is
+        asked a few times (each request may reach another node). A node without any block there proves
+        nothing (it may just lag); one with another block there is a fork."""
+        for _ in range(TIP_RECHECKS):
+            [block] = await self.rpc.get_blocks([cursor.block_number])
+            if block is not None:
+                return str(block.get("hash", "")).lower() == cursor.block_hash
+        return False
+
     async def _find_fork_point(self, cursor: Cursor) -> Cursor | None:
+        if await self._tip_on_some_node(cursor):
+            return None  # a lagging replica, not a reorg
         async with self.engine.connect() as conn:
             stored = await store.stored_headers_desc(conn, self.name, cursor.block_number)
         # Re-check before rolling back: if the node agrees with our tip now, it was a lagging replica.

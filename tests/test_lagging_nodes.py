@@ -108,8 +108,10 @@ async def test_a_node_with_the_header_but_not_the_logs_is_doubted_and_no_row_is_
 async def test_a_bloom_says_which_tokens_events_and_parties_a_block_holds(chain: ChainDriver):
     alice, bob, carol = chain.accounts[2:5]
     chain.fund([alice])
-    chain.transfer("USDC", alice, bob, 3)
-    header = parse_header(chain.node.call("eth_getBlockByNumber", ["latest", False]))
+    tx = chain.transfer("USDC", alice, bob, 3)
+    chain.mine()
+    block = chain.node.call("eth_getTransactionReceipt", [tx])["blockNumber"]  # that one transfer
+    header = parse_header(chain.node.call("eth_getBlockByNumber", [block, False]))
     usdc, usdt = chain.tokens["USDC"], chain.tokens["USDT"]
     assert BloomQuery.of([usdc], [TRANSFER_TOPIC]).may_hold(header.bloom)
     assert BloomQuery.of([usdt, usdc], [APPROVAL_TOPIC, TRANSFER_TOPIC],
@@ -137,15 +139,18 @@ def test_a_range_goes_in_batches_under_the_cap_each_with_the_range_end():
     token = ({"topics": ["t"]}, None)
     batches, rest = plan_batches([token], needed=range(90, 101), end=100, proof=True, probe=False,
                                  max_items=10, max_units=10_000, logs_weight=60, header_weight=20)
-    assert batches == [LogsBatch(({"topics": ["t"]},), None, False, (100, 99, 98, 97, 96, 95, 94, 93, 92))]
-    assert rest == [90, 91]  # asked apart: any node may answer them
+    assert batches == [LogsBatch(({"topics": ["t"]},), None, False, (100,))]
+    assert rest == list(range(90, 100))  # asked once the logs are in: any node may answer them
     chunks = [({"c": i}, (f"0x{i}",)) for i in range(5)]
     batches, rest = plan_batches(chunks, needed=[100], end=100, proof=True, probe=True, max_items=4,
                                  max_units=10_000, logs_weight=60, header_weight=20)
-    # Each batch: two filters, the probe, the end's header (the budget's units allow it).
+    # Each batch: two filters, the probe, the end's header.
     assert [(len(b.filters), b.probe, b.headers, b.parties) for b in batches] == [
         (2, True, (100,), ("0x0", "0x1")), (2, True, (100,), ("0x2", "0x3")), (1, True, (100,), ("0x4",))]
     assert rest == []
-    batches, _ = plan_batches(chunks[:2], needed=[100], end=100, proof=True, probe=False, max_items=10,
+    batches, _ = plan_batches(chunks[:3], needed=[100], end=100, proof=True, probe=False, max_items=10,
                               max_units=150, logs_weight=60, header_weight=20)
-    assert [len(b.filters) for b in batches] == [2]  # 2 x 60 + 20 = 140 units
+    assert [len(b.filters) for b in batches] == [2, 1]  # 2 x 60 + 20 = 140 units of a request's 150
+    batches, rest = plan_batches([token], needed=[7, 9], end=9, proof=False, probe=False, max_items=10,
+                                 max_units=10_000, logs_weight=60, header_weight=20)
+    assert batches[0].headers == () and rest == [7, 9]  # a deep range: nothing to prove

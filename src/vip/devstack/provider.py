@@ -19,6 +19,7 @@ PROFILES and in docs/operations.md "Choosing a provider plan"):
   by hash), answers `eth_getLogs` past its head with an empty, error-free result, refuses `eth_getLogs`
   by the hash of a block it lacks (EIP-234's error), and misses the logs of its newest
   `missing_log_blocks` blocks (its log index trails its headers; by hash it reads the block's receipts);
+  with `catch_up_s` it has every block out for that long (a quiet chain's nodes converge);
 - the `safe` and `finalized` tags: Anvil answers them itself (latest - 32 and latest - 64 with the
   default `--slots-in-an-epoch 32`); `finalized_depth`/`safe_depth` make the stand-in answer them as
   that many blocks behind each node's head instead (a chain's own finality, e.g. an L2's).
@@ -218,7 +219,8 @@ class ProviderStandIn(RpcFrontServer):
                  faults: FaultRates | None = None, node_lags: tuple[int, ...] = (0,),
                  missing_log_blocks: int = 0, finalized_depth: int | None = None,
                  safe_depth: int | None = None, units_per_s: float | None = None,
-                 index_faults: IndexFaults | None = None, batch_cap: int | None = None) -> None:
+                 index_faults: IndexFaults | None = None, batch_cap: int | None = None,
+                 catch_up_s: float | None = None) -> None:
         base = PROFILES[profile] if isinstance(profile, str) else profile
         self.profile = replace(base, units_per_s=units_per_s or base.units_per_s,
                                batch_cap=batch_cap or base.batch_cap)
@@ -227,6 +229,10 @@ class ProviderStandIn(RpcFrontServer):
         self.faults = faults or FaultRates()
         self.node_lags = node_lags
         self.missing_log_blocks = missing_log_blocks
+        # A lagging node has every block out for this long, however far it trails while blocks come (a
+        # quiet chain's nodes converge); None: it trails forever by its lag.
+        self.catch_up_s = catch_up_s
+        self._first_seen: dict[int, float] = {}  # real head numbers and when the stand-in first saw them
         self.finalized_depth = finalized_depth
         self.safe_depth = safe_depth
         self.index_faults = index_faults or IndexFaults()
@@ -314,6 +320,14 @@ class ProviderStandIn(RpcFrontServer):
         by_id = {r["id"]: r.get("result") for r in replies}
         real = int(by_id[1], 16)
         node = max(real - lag, 0)
+        if self.catch_up_s is not None:
+            now = time.monotonic()
+            with self._lock:
+                self._first_seen.setdefault(real, now)
+                settled = [n for n, at in self._first_seen.items() if at <= now - self.catch_up_s]
+                for n in [n for n in self._first_seen if n < real - 64]:
+                    del self._first_seen[n]
+            node = min(real, max([node, *settled]))
         tags = {}
         for tag, depth, reply in (("safe", self.safe_depth, by_id[2]), ("finalized", self.finalized_depth,
                                                                           by_id[3])):
