@@ -318,9 +318,11 @@ class Follower:
 
     async def _tip_on_some_node(self, cursor: Cursor) -> bool:
         """Whether a node behind the load balancer still has our tip: our block at the cursor's height is
-        asked a few times (each request may reach another node). A node without any block there proves
-        nothing (it may just lag); one with another block there is a fork."""
-        for _ in range(TIP_RECHECKS):
+        asked a few times, spread over `lag_grace_s` (each request may reach another node, and a lagging
+        one catches up). A node without any block there proves nothing; one with another block is a fork."""
+        for attempt in range(TIP_RECHECKS):
+            if attempt:
+                await asyncio.sleep(self.config.lag_grace_s / TIP_RECHECKS)
             [block] = await self.rpc.get_blocks([cursor.block_number])
             if block is not None:
                 return str(block.get("hash", "")).lower() == cursor.block_hash

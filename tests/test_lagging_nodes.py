@@ -20,6 +20,8 @@ from vip.indexer import store
 from vip.indexer.bloom import BloomQuery
 from vip.indexer.completeness import LogsBatch, doubted, plan_batches
 from vip.indexer.decode import BlockHeader, address_topic, parse_header
+from vip.indexer.fetcher import LogFetcher
+from vip.indexer.ranges import AdaptiveRange
 
 PADDING = ["0x" + f"{0xabc0_0000 + i:040x}" for i in range(40)]
 
@@ -103,6 +105,23 @@ async def test_a_node_with_the_header_but_not_the_logs_is_doubted_and_no_row_is_
     assert doubts("logs_missing") == before + 1
     [doubt] = [e for e in logs if e.get("reason") == "logs_missing"]
     assert (doubt["network"], doubt["block"]) == ("local", block)
+
+
+async def test_a_range_grows_only_once_it_passed_every_check(chain: ChainDriver):
+    """A range whose logs came back but whose other headers no node answered (all four requests reached a
+    node three blocks behind) failed: the size it was asked at stays, and grows only after the range asked
+    again (a block shorter) passed."""
+    chain.fund(chain.accounts[2:4])
+    chain.mine(20)
+    head, _ = chain.head()
+    network = local_network("http://unused", chain.node.chain_id, chain.contracts)
+    with ProviderStandIn(chain.node.rpc_url, "node") as provider:
+        async with RpcClient("local", provider.url, indexer_settings(network).rpc) as rpc:
+            fetcher = LogFetcher(rpc, network, 500, AdaptiveRange(4, 100), 20_000)
+            provider.script_nodes(0, 3, 3, 3, 3)  # the logs batch, then the other headers' requests
+            fetched = await fetcher.fetch_range(head - 4, None, head, head - 64, None, link=False)
+    assert (fetched.start, fetched.end) == (head - 3, head - 1)  # asked again a block shorter
+    assert fetcher.sizer.size == 8  # grown once, by the range that passed
 
 
 async def test_a_bloom_says_which_tokens_events_and_parties_a_block_holds(chain: ChainDriver):

@@ -46,13 +46,13 @@ def test_a_request_over_its_priority_limit_waits_for_the_limit_and_goes_into_deb
     assert b.wait(10, Priority.FOLLOW, now=0) == pytest.approx(0.9)
 
 
-def test_a_429_pauses_everyone_and_halves_the_rate_which_creeps_back():
+def test_a_429_empties_the_bucket_and_halves_the_rate_which_creeps_back():
     b = bucket()
-    b.throttled(now=10.0, pause_s=1.0, min_rate=20)
+    b.throttled(now=10.0, min_rate=20)
     assert b.level == 0 and b.rate == 50
-    assert b.wait(1, Priority.FOLLOW, now=10.5) == pytest.approx(0.5)  # the pause, not the refill
-    b.throttled(now=10.0, pause_s=1.0, min_rate=20)
-    b.throttled(now=10.0, pause_s=1.0, min_rate=20)
+    assert b.wait(10, Priority.FOLLOW, now=10.0) == pytest.approx(0.2)  # refilling at half the rate
+    b.throttled(now=10.0, min_rate=20)
+    b.throttled(now=10.0, min_rate=20)
     assert b.rate == 20  # never under the floor
     for _ in range(200):
         b.succeeded()

@@ -10,8 +10,8 @@ first (and the readiness probe), then the jobs that act on the chain (approval c
 then the background work (balances, backfills). The background may only spend what lies above a reserve
 of the bucket (`rpc.reserve_for_following`) and the jobs above half of it, so a follower arriving finds
 its share waiting: onboarding 100,000 wallets never delays following the chain. A 429 (the provider's view
-of the budget, which other processes sharing the key also spend) pauses every caller for its Retry-After
-and halves the rate, which creeps back with successes.
+of the budget, which other processes sharing the key also spend) empties the bucket and halves the rate,
+which creeps back with successes; the refused caller itself waits the Retry-After (chain/rpc.py).
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ class Bucket:
     reserve: float  # share of the capacity the background never spends (half of it for the jobs)
     level: float = field(default=-1.0)
     at: float = 0.0
-    paused_until: float = 0.0
     max_rate: float = field(default=0.0)
 
     def __post_init__(self) -> None:
@@ -72,16 +71,15 @@ class Bucket:
         limit goes when the bucket holds that limit (and takes the level below the floor)."""
         self.refill(now)
         need = self.floor(priority) + min(cost, self.limit(priority))
-        return max(self.paused_until - now, (need - self.level) / self.rate, 0.0)
+        return max((need - self.level) / self.rate, 0.0)
 
     def take(self, cost: float) -> None:
         self.level -= cost
 
-    def throttled(self, now: float, pause_s: float, min_rate: float) -> None:
-        """The provider refused (429): nothing goes for `pause_s`, at half the rate."""
+    def throttled(self, now: float, min_rate: float) -> None:
+        """The provider refused (429): the bucket is emptied and refills at half the rate."""
         self.refill(now)
         self.level = min(self.level, 0.0)
-        self.paused_until = max(self.paused_until, now + pause_s)
         self.rate = max(min_rate, self.rate / 2)
 
     def succeeded(self) -> None:
@@ -152,9 +150,18 @@ class RpcBudget:
             self.bucket.take(cost)
             future.set_result(None)
 
-    def on_throttled(self, retry_after_s: float | None) -> None:
-        self.bucket.throttled(self._clock(), retry_after_s or 1.0, self.min_rate)
+    def on_throttled(self) -> None:
+        self.bucket.throttled(self._clock(), self.min_rate)
+        self._pump_soon()
         metrics.RPC_BUDGET_RATE.labels(self.network).set(self.bucket.rate)
+
+    def _pump_soon(self) -> None:
+        """Re-time the waiters after the bucket changed (outside a running loop there are none)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._pump()
 
     def on_success(self) -> None:
         if self.bucket.rate < self.bucket.max_rate:

@@ -203,10 +203,9 @@ class RpcClient:
                 # The failing item's method (an eth_getLogs refused inside a batch counts as eth_getLogs).
                 metrics.RPC_ERRORS.labels(self.network, exc.method, exc.kind).inc()
                 if isinstance(exc, RateLimitedError):
-                    # The provider's view of the budget (other processes on the key spend it too): every
-                    # caller of this network pauses, and the rate halves.
-                    self.budget.on_throttled(
-                        min(exc.retry_after_s, self.config.retry_after_cap_s) if exc.retry_after_s else None)
+                    # The provider's view of the budget (other processes on the key spend it too): the
+                    # network's bucket empties and refills at half the rate, for every caller.
+                    self.budget.on_throttled()
                 if not isinstance(exc, TransientRpcError) or attempt + 1 >= attempts:
                     raise
                 delay = backoff_delay(attempt, self.config.backoff_base_s, self.config.backoff_cap_s)
