@@ -189,7 +189,7 @@ class Follower:
             return head, min(self._final[1], head.number)
         if self.network.finality != "depth" and not self._tag_unknown:
             try:
-                latest, tagged = await self.rpc.batch([
+                latest, tagged = await self.rpc.batch_one([
                     ("eth_getBlockByNumber", ["latest", False]),
                     ("eth_getBlockByNumber", [self.network.finality, False])])
             except RpcCallError as exc:
