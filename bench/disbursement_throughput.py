@@ -91,7 +91,7 @@ def settings_for(rpc_url: str, contracts, operator_key: str, api_port: int) -> S
     return Settings(
         networks={"local": network},
         api=ApiConfig(port=api_port, public_base_url=f"http://127.0.0.1:{api_port}", rate_limits=limits),
-        rpc=RpcConfig(timeout_s=10, max_requests_per_s=5000, min_requests_per_s=100),
+        rpc=RpcConfig(timeout_s=10, max_requests_per_s=5000),
         indexer=IndexerConfig(lag_grace_s=0.5),
         disbursement=DisbursementConfig(operator_private_key=SecretStr(operator_key), charge_wait_s=10,
                                         poll_interval_s=0.05))

@@ -1,27 +1,32 @@
-"""Four networks at their real block rates, each behind a provider stand-in, 100,000 watched wallets on
-each, followed by the real indexer: calls/s per network, lag, rows, memory and CPU.
+"""Four networks at their real block rates, each behind a provider stand-in with lagging nodes, 100,000
+watched wallets on each registered through `vip watch --file`, followed by the real indexer: calls/s and
+budget units/s per network, lag, rows missing and extra, memory and CPU.
 
 What it does:
   1. Starts four Anvils with the real chain ids (ethereum 1, polygon 137, base 8453, arbitrum 42161)
      mining every 12 s, 2 s, 2 s and 0.25 s (times `--scale`; Anvil takes a fractional --block-time),
      deploys the tokens and the TransferSprayer on each, and puts each behind
      `vip.devstack.provider.ProviderStandIn` with a profile (ethereum and arbitrum: alchemy, polygon:
-     infura, base: quicknode; no injected faults or rate limit: the figures are the calls the indexer
-     makes, which the stand-in counts per method as providers count them, every batch item one call).
-  2. Inserts `--watched` watched wallets per network (COPY, as the follower leaves them: live from the
-     first followed block, history done) and their balances (read at that block).
+     infura, base: quicknode), each method weighed in the provider's unit, a plan of 1.25 x the daemon's
+     budget per second, and four load-balanced nodes of which three trail the head by 1-3 blocks
+     (answering eth_getLogs past their heads with nothing, one block's logs missing on a lagging node;
+     `--no-lag` for one node). The daemon's budget per network is BUDGETS (config `provider`,
+     `rpc_budget_per_s`).
+  2. Registers `--watched` wallets per network through the public path: `vip watch NETWORK --file`
+     (their history from the first followed block), as an operator onboards them.
   3. Sends traffic on each: every block interval, one spray transaction from one of eight senders to
      `--tps` x block time recipients, of which `--watched-share` are watched wallets and the rest
      addresses from a pool of 50,000 others (the network's configured tokens, alternating).
   4. Runs the indexer's per-network tasks (`vip.daemon.build_network_tasks`: follower and backfiller, plus
      the balance refresher) in a child process, exactly as `vip index` does, with the shipped
      config/networks.toml settings (poll interval, head margin, watched_fetch, finality refresh; the RPC
-     URL, tokens, contract and start block pointed at the local chains).
-  5. After `--warmup` seconds, measures for `--seconds`: calls per method per network (from the
-     stand-ins), lag sampled every 0.25 s (blocks: the node's head minus the indexed cursor; seconds: how
-     long the oldest block not indexed has existed, from a 20 ms head watcher on each Anvil), the child's
+     URL, tokens, contract and start block pointed at the local chains), its metrics served.
+  5. After `--warmup` seconds, measures for `--seconds`: calls per method per network and units of the
+     provider's plan (from the stand-ins), units of the daemon's budget per priority (from its /metrics),
+     lag sampled every 0.25 s (blocks: the node's head minus the indexed cursor; seconds: how long the
+     oldest block not indexed has existed, from a 20 ms head watcher on each Anvil), the child's
      CPU time and RSS. Then stops the traffic, lets the indexer catch up, and checks the rows: every
-     token log of the followed blocks touching a watched wallet stored, none else.
+     token log of the followed blocks touching a watched wallet stored (missing), none else (extra).
 
 Run (from the repository root; about `--seconds` + 90 s):
     .venv/bin/python bench/four_networks.py                                  # 180 s, real block times
@@ -42,9 +47,9 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -62,8 +67,11 @@ from vip.devstack.provider import ProviderStandIn
 # name: (chain id, real block time s, stand-in profile)
 NETWORKS = {"ethereum": (1, 12.0, "alchemy"), "polygon": (137, 2.0, "infura"),
             "base": (8453, 2.0, "quicknode"), "arbitrum": (42161, 0.25, "alchemy")}
-BUDGET_CALLS_S = 25.0
-LAG_GOAL_BLOCKS = 2
+# The daemon's budget per network, in its provider's unit per second (`rpc_budget_per_s`): a plan's
+# throughput shared between four networks. The stand-in's plan allows 1.25 times as much.
+BUDGETS = {"ethereum": 150.0, "polygon": 1_200.0, "base": 200.0, "arbitrum": 600.0}
+PLAN_HEADROOM = 1.25
+NODE_LAGS = (0, 1, 2, 3)
 
 
 @dataclass
@@ -129,24 +137,34 @@ def random_addresses(rng: random.Random, count: int) -> list[str]:
     return ["0x" + rng.randbytes(20).hex() for _ in range(count)]
 
 
-def seed_watch_set(pg_url: str, chain: Chain) -> None:
-    """The watched wallets as the follower leaves them (live from the first followed block, history
-    done), and their balances as the balance refresher leaves them (read at the block before)."""
-    block = chain.rpc("eth_getBlockByNumber", [hex(chain.start_block - 1), False])
-    now = datetime.now(UTC).isoformat()
-    with psycopg.connect(pg_url) as conn, conn.cursor() as cur:
-        with cur.copy("COPY watched_addresses (network, address, reason, start_block, live_from_block,"
-                      " backfill_next_block, backfill_done_at) FROM STDIN") as copy:
-            for address in chain.watched:
-                copy.write_row((chain.name, address, "wallet", chain.start_block, chain.start_block,
-                                chain.start_block, now))
-        with cur.copy("COPY address_balances (network, address, token, balance, block_number, block_hash,"
-                      " updated_at) FROM STDIN") as copy:
-            for address in chain.watched:
-                for symbol in chain.tokens:
-                    copy.write_row((chain.name, address, symbol, 0, chain.start_block - 1,
-                                    block["hash"].lower(), now))
-        conn.commit()
+def register(chain: Chain, overlay: Path, database_url: str, tmp: Path) -> float:
+    """The wallets through `vip watch NETWORK --file` (one transaction, COPY), their history from the
+    first followed block; returns the seconds it took."""
+    path = tmp / f"wallets-{chain.name}.txt"
+    path.write_text("\n".join(chain.watched) + "\n")
+    env = {**os.environ, "DATABASE_URL": database_url, "VIP_CONFIG": str(overlay)}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "vip.cli", "watch", chain.name, "--file", str(path),
+                           "--start-block", str(chain.start_block)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"vip watch failed: {done.stderr}")
+    return time.monotonic() - started
+
+
+def budget_units(metrics_url: str) -> dict[tuple[str, str], float]:
+    """`vip_rpc_budget_units_total` of the daemon, by (network, priority)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(metrics_url, timeout=10) as resp:
+        text = resp.read().decode()
+    units: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == "vip_rpc_budget_units":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    units[(sample.labels["network"], sample.labels["priority"])] = sample.value
+    return units
 
 
 def traffic(chain: Chain, others: list[str], tps: float, share: float, stop: threading.Event,
@@ -206,20 +224,21 @@ def stored_rows(pg_url: str, network: str, first: int, last: int) -> set[tuple[s
         return rows
 
 
-def write_overlay(path: Path, chains: list[Chain], head_margin: int | None) -> None:
+def write_overlay(path: Path, chains: list[Chain], head_margin: int | None, metrics_port: int) -> None:
     lines = []
     for c in chains:
         assert c.provider is not None
         contract = Web3.to_checksum_address(c.disbursement)
         lines += [f"[networks.{c.name}]", f'rpc_url = "{c.provider.url}"', f"start_block = {c.start_block}",
-                  f'disbursement_contract = "{contract}"']
+                  f'disbursement_contract = "{contract}"', f'provider = "{c.profile}"',
+                  f"rpc_budget_per_s = {BUDGETS[c.name]:g}"]
         if head_margin is not None:
             lines.append(f"head_margin = {head_margin}")
         for symbol, address in c.tokens.items():
             lines += [f"[networks.{c.name}.tokens.{symbol}]",
                       f'address = "{Web3.to_checksum_address(address)}"']
         lines.append("")
-    lines += ["[daemon]", f"metrics_port = {free_port()}", ""]
+    lines += ["[daemon]", f"metrics_port = {metrics_port}", ""]
     path.write_text("\n".join(lines))
 
 
@@ -227,9 +246,13 @@ def write_overlay(path: Path, chains: list[Chain], head_margin: int | None) -> N
 
 async def child(overlay: str, database_url: str) -> None:
     """The per-network tasks of `vip index` (run_daemon's loop for each network), until SIGTERM."""
-    from vip.chain.rpc import RpcClient
-    from vip.daemon import build_network_tasks, tune_runtime
-    from vip.indexer.balances import BalanceRefresher
+    from vip.daemon import (
+        balance_refresher,
+        build_network_tasks,
+        network_client,
+        start_metrics_server,
+        tune_runtime,
+    )
     from vip.logging import configure_logging
     from vip.store.engine import create_engine
 
@@ -239,15 +262,16 @@ async def child(overlay: str, database_url: str) -> None:
     engine = create_engine(database_url)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    runner = await start_metrics_server("127.0.0.1", settings.daemon.metrics_port)
     rpcs, tasks = [], []
     for network in settings.enabled_networks():
-        rpc = RpcClient(network.name, network.rpc_url, settings.rpc)  # type: ignore[arg-type]
+        rpc = network_client(settings, network)  # the network's budget, shared by its callers
         rpcs.append(rpc)
         follower, backfiller = build_network_tasks(settings, network, engine, rpc)
         tasks += [asyncio.create_task(follower.run(stop)), asyncio.create_task(backfiller.run(stop)),
-                  asyncio.create_task(BalanceRefresher(
-                      network, engine, rpc, max_age_s=settings.indexer.balance_max_age_s).run(stop))]
+                  asyncio.create_task(balance_refresher(settings, network, engine, rpc).run(stop))]
     await stop.wait()
+    await runner.cleanup()
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -278,6 +302,7 @@ def main() -> None:
     parser.add_argument("--head-margin", type=int, default=None,
                         help="override every network's head_margin (default: the shipped values)")
     parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=list(NETWORKS))
+    parser.add_argument("--no-lag", action="store_true", help="one node per provider (no lagging nodes)")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -296,17 +321,24 @@ def main() -> None:
             print(f"starting {len(args.networks)} networks (block times x {args.scale:g}) ...", flush=True)
             for name in args.networks:
                 chain = setup_chain(name, args.scale, log_dir)
-                chain.provider = ProviderStandIn(chain.node.rpc_url, chain.profile).__enter__()
+                chain.provider = ProviderStandIn(
+                    chain.node.rpc_url, chain.profile, node_lags=(0,) if args.no_lag else NODE_LAGS,
+                    missing_log_blocks=0 if args.no_lag else 1, units_per_s=BUDGETS[name] * PLAN_HEADROOM,
+                    # A lagging node has every block out for three block times.
+                    catch_up_s=3 * chain.block_time).__enter__()
                 chains.append(chain)
             others = random_addresses(rng, 50_000)
             for chain in chains:
                 chain.watched = random_addresses(rng, args.watched)
                 chain.start_block = int(chain.rpc("eth_blockNumber"), 16) + 1
-                seed_watch_set(db.pg_url, chain)
-            print(f"{args.watched:,} watched wallets per network inserted", flush=True)
             overlay = log_dir / "networks.bench.toml"
-            write_overlay(overlay, chains, args.head_margin)
+            metrics_port = free_port()
+            write_overlay(overlay, chains, args.head_margin, metrics_port)
             settings = load_settings(extra_files=[overlay])
+            for chain in chains:
+                took = register(chain, overlay, db.url, log_dir)
+                print(f"{chain.name}: {args.watched:,} wallets registered by `vip watch --file` in "
+                      f"{took:.1f} s", flush=True)
             threads = [threading.Thread(target=traffic, args=(c, others, args.tps, args.watched_share,
                                                               stop_traffic, i), daemon=True)
                        for i, c in enumerate(chains)]
@@ -322,6 +354,9 @@ def main() -> None:
                 raise RuntimeError(f"indexer exited: see {log_dir / 'indexer.log'}")
 
             calls0 = {c.name: Counter(c.provider.calls) for c in chains}  # type: ignore[union-attr]
+            units0 = {c.name: c.provider.units for c in chains}  # type: ignore[union-attr]
+            metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+            budget0 = budget_units(metrics_url)
             cpu0, t0 = sum(child_ps.cpu_times()[:2]), time.monotonic()
             lag_blocks: dict[str, list[int]] = {c.name: [] for c in chains}
             lag_s: dict[str, list[float]] = {c.name: [] for c in chains}
@@ -340,6 +375,11 @@ def main() -> None:
             elapsed = time.monotonic() - t0
             cpu = sum(child_ps.cpu_times()[:2]) - cpu0
             calls = {c.name: Counter(c.provider.calls) - calls0[c.name] for c in chains}  # type: ignore[union-attr]
+            units = {c.name: c.provider.units - units0[c.name] for c in chains}  # type: ignore[union-attr]
+            budget1 = budget_units(metrics_url)
+            refusals = {c.name: dict(c.provider.refusals) for c in chains}  # type: ignore[union-attr]
+            lagged = {c.name: c.provider.lagged_requests / max(c.provider.http_requests, 1)  # type: ignore[union-attr]
+                      for c in chains}
 
             stop_traffic.set()
             for t in threads[:-1]:
@@ -372,12 +412,17 @@ def main() -> None:
             network = settings.networks[c.name]
             by_method = {m: n / elapsed for m, n in sorted(calls[c.name].items())}
             total = sum(by_method.values())
+            by_priority = {p: round((budget1.get((c.name, p), 0) - budget0.get((c.name, p), 0)) / elapsed, 1)
+                           for p in ("follow", "jobs", "background")}
             results.append({
                 "network": c.name, "chain_id": c.chain_id, "block_time_s": c.block_time, "profile": c.profile,
                 "poll_interval_s": network.poll_interval_s, "head_margin": network.head_margin,
                 "watched_fetch": network.watched_fetch, "watched": len(c.watched),
                 "calls_per_s": round(total, 2), "calls_per_day": round(total * 86400),
                 "calls_by_method_per_s": {m: round(v, 2) for m, v in by_method.items()},
+                "budget_per_s": BUDGETS[c.name], "unit": settings.providers[c.profile].unit,
+                "units_per_s": round(units[c.name] / elapsed, 1), "units_by_priority_per_s": by_priority,
+                "lagged_share": round(lagged[c.name], 2), "refusals": refusals[c.name],
                 "lag_blocks_p50": percentile(lag_blocks[c.name], 0.5),
                 "lag_blocks_max": max(lag_blocks[c.name]),
                 "lag_s_p50": round(percentile(lag_s[c.name], 0.5), 2),
@@ -415,10 +460,19 @@ def report(s: dict) -> None:
     for r in s["networks"]:
         methods = ", ".join(f"{m} {v:.2f}" for m, v in r["calls_by_method_per_s"].items())
         print(f"  {r['network']}: {methods}; {r['blocks_followed']} blocks, {r['token_logs']:,} token logs")
+    print(f"{'network':<9} {'budget':>18} {'spent/s':>8} {'follow':>7} {'jobs':>6} {'backgr.':>7} "
+          f"{'lagged':>7}  refusals")
+    for r in s["networks"]:
+        p = r["units_by_priority_per_s"]
+        verdict = "within" if r["units_per_s"] <= r["budget_per_s"] else "OVER"
+        print(f"{r['network']:<9} {r['budget_per_s']:>7g} {r['unit']:<10} {r['units_per_s']:>8.1f} "
+              f"{p['follow']:>7.1f} {p['jobs']:>6.1f} {p['background']:>7.1f} {r['lagged_share']:>7.0%}  "
+              f"{r['refusals']} ({verdict} budget)")
     total = s["calls_per_s_total"]
-    verdict = "within" if total <= BUDGET_CALLS_S else "OVER"
-    print(f"total {total:.2f} calls/s ({verdict} the {BUDGET_CALLS_S:g} calls/s budget), "
-          f"{round(total * 86400):,} calls/day")
+    missing = sum(r["rows_missing"] for r in s["networks"])
+    extra = sum(r["rows_extra"] for r in s["networks"])
+    print(f"total {total:.2f} calls/s, {round(total * 86400):,} calls/day; rows missing {missing}, "
+          f"extra {extra}")
     print(f"indexer process: CPU {s['cpu_percent_one_core']}% of one core, RSS p50 {s['rss_mb_p50']} MB, "
           f"max {s['rss_mb_max']} MB")
 

@@ -94,8 +94,7 @@ async def backfill(label: str, profile: ProviderProfile, node, contracts, db_url
         async with engine.begin() as conn:
             await store.add_watched_address(conn, name, wallet, "wallet", start_block=0)
             await store.mark_live_from(conn, name, [wallet], head + 1)
-        rpc = RpcClient(name, provider.url, RpcConfig(timeout_s=120, max_requests_per_s=100_000,
-                                                      min_requests_per_s=1000))
+        rpc = RpcClient(name, provider.url, RpcConfig(timeout_s=120, max_requests_per_s=100_000))
         fetcher = LogFetcher(rpc, network, 500, AdaptiveRange(initial, maximum), 20_000)
         backfiller = Backfiller(network, engine, fetcher)
         started = time.perf_counter()

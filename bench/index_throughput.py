@@ -255,8 +255,7 @@ def main() -> None:
                 tokens={"USDC": TokenConfig(address=contracts.usdc),
                         "USDT": TokenConfig(address=contracts.usdt)})
             settings = Settings(networks={"bench": network},
-                                rpc=RpcConfig(timeout_s=120, max_requests_per_s=100_000,
-                                              min_requests_per_s=1000),
+                                rpc=RpcConfig(timeout_s=120, max_requests_per_s=100_000),
                                 indexer=IndexerConfig())
             ranges = [(s, min(s + args.range - 1, head)) for s in range(0, head + 1, args.range)]
 

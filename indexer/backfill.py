@@ -4,6 +4,7 @@ follower took them over, resumable, while the follower keeps going."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from datetime import datetime
 
 import structlog
@@ -12,32 +13,33 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from vip import metrics
 from vip.config import NetworkConfig
 from vip.indexer import store
-from vip.indexer.decode import BlockHeader, TokenLog
-from vip.indexer.fetcher import LogFetcher
-from vip.indexer.history import HistorySource, history_source
+from vip.indexer.completeness import CHECKED_DEPTH
+from vip.indexer.decode import TokenLog
+from vip.indexer.fetcher import LogFetcher, TokenLogFilter
+from vip.indexer.history import HistorySource, LogScanSource, history_source
 from vip.indexer.progress import Progress
-from vip.indexer.store import WatchedAddress
+from vip.indexer.ranges import Bounds, bisection_probes, narrow_bisections
 from vip.run_loop import run_steps
 
 log = structlog.get_logger(__name__)
 
 
-async def first_block_at_or_after(fetcher: LogFetcher, when: datetime, head: int) -> int:
-    """Bisect block timestamps for the first block at or after `when` (head + 1 if none)."""
-    target = int(when.timestamp())
-    lo, hi = 0, head + 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        header: BlockHeader = (await fetcher.headers([mid]))[mid]
-        if header.timestamp >= target:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+async def first_blocks_at_or_after(fetcher: LogFetcher, targets: Iterable[int], head: int) -> dict[int, int]:
+    """For each unix time of `targets`, the first block at or after it (head + 1 if none): every search
+    bisects block timestamps in the same rounds, each round's probes asked together (batched under the
+    provider's batch cap), so targets near each other share their probes."""
+    bounds: Bounds = dict.fromkeys(set(targets), (0, head + 1))
+    stamps: dict[int, int] = {}
+    while probes := bisection_probes(bounds):
+        wanted = [n for n in probes if n not in stamps]
+        stamps.update((n, h.timestamp) for n, h in (await fetcher.headers(wanted)).items())
+        bounds = narrow_bisections(bounds, stamps)
+    return {target: lo for target, (lo, _) in bounds.items()}
 
 
 class Backfiller:
-    """Brings pending watched addresses' history in, oldest first, several addresses per range."""
+    """Brings pending watched addresses' history in, oldest first, several addresses per range. Every
+    statement is set-based: 200,000 addresses added at once are one group, not 200,000 steps."""
 
     def __init__(self, network: NetworkConfig, engine: AsyncEngine, fetcher: LogFetcher,
                  source: HistorySource | None = None) -> None:
@@ -45,69 +47,83 @@ class Backfiller:
         self.name = network.name
         self.engine = engine
         self.fetcher = fetcher
+        self.scan = LogScanSource(fetcher)
         self.source = source if source is not None else history_source(network, fetcher)
         self.symbols = network.token_by_address()
         self.log = log.bind(network=self.name, role="backfill")
         self._progress: Progress | None = None
 
-    async def _resolve_starts(self, pending: list[WatchedAddress]) -> list[WatchedAddress]:
-        """Give every pending address a start block (bisecting its start time once, then stored)."""
-        resolved = []
-        head: int | None = None
-        for item in pending:
-            start = item.start_block
-            if start is None and item.start_time is not None:
-                head = head if head is not None else await self.fetcher.rpc.block_number()
-                start = await first_block_at_or_after(self.fetcher, item.start_time, head)
-            start = self.network.start_block if start is None else start
-            if start != item.start_block:
-                async with self.engine.begin() as conn:
-                    await store.set_start_block(conn, self.name, item.address, start)
-            resolved.append(WatchedAddress(item.address, start, item.start_time, item.live_from_block,
-                                           item.backfill_next_block, item.reason))
-        return resolved
+    async def _resolve_starts(self) -> None:
+        """Give every pending address a start block: its start time's hour bisected once for all the
+        addresses sharing it (decision 232), or the network's start block."""
+        async with self.engine.connect() as conn:
+            hours = await store.start_hours_to_resolve(conn, self.name)
+        by_hour: dict[datetime, int] = {}
+        if hours:
+            head = await self.fetcher.rpc.block_number()
+            found = await first_blocks_at_or_after(self.fetcher, [int(h.timestamp()) for h in hours], head)
+            by_hour = {h: found[int(h.timestamp())] for h in hours}
+            self.log.info("backfill start blocks resolved", hours=len(hours))
+        async with self.engine.begin() as conn:
+            await store.set_start_blocks(conn, self.name, by_hour, self.network.start_block)
 
     async def step(self) -> bool:
         """Backfill one range for the pending addresses; False when there is nothing to do."""
         async with self.engine.connect() as conn:
-            pending = await store.pending_backfills(conn, self.name)
-        metrics.BACKFILL_PENDING.labels(self.name).set(len(pending))
+            pending = await store.pending_backfill_count(conn, self.name)
+        metrics.BACKFILL_PENDING.labels(self.name).set(pending)
         if not pending:
             metrics.BACKFILL_REMAINING.labels(self.name).set(0)
             self._progress = None
             return False
-        pending = await self._resolve_starts(pending)
-        nexts = {w.address: max(w.backfill_next_block or 0, w.start_block or 0) for w in pending}
-        ends = {w.address: w.live_from_block - 1 for w in pending}  # type: ignore[operator]
-        done_now = [a for a in nexts if nexts[a] > ends[a]]
-        if done_now:
-            async with self.engine.begin() as conn:
-                await store.advance_backfill(conn, self.name, done_now, max(ends[a] + 1 for a in done_now))
-            return True
-        start = min(nexts.values())
-        group = sorted(a for a in nexts if nexts[a] <= start + self.fetcher.sizer.size - 1)
-        limit = max(ends[a] for a in group)
+        await self._resolve_starts()
+        async with self.engine.begin() as conn:
+            if await store.finish_covered_backfills(conn, self.name):
+                return True
+            start = await store.backfill_front(conn, self.name)
+            if start is None:
+                return False
+            group = await store.backfill_group(conn, self.name, start + self.fetcher.sizer.size - 1)
+            cursor = await store.load_cursor(conn, self.name)
+        ends = {w.address: w.live_from_block - 1 for w in group}  # type: ignore[operator]
+        limit = max(ends.values())
+        # Blocks near the follower's cursor are near the head, where a lagging node may lack them.
+        checked_from = (cursor.block_number if cursor is not None else limit) - CHECKED_DEPTH
         metrics.BACKFILL_REMAINING.labels(self.name).set(limit - start + 1)
         if self._progress is None:
             self._progress = Progress(f"{self.name} backfill", limit - start + 1)
 
-        reasons = {w.address: w.reason for w in pending}
-        fetched = await self.source.fetch(start, limit, group, reasons)
-        range_start, range_end, logs = fetched.start, fetched.end, fetched.logs
+        addresses = [w.address for w in group]
+        if self._many(addresses):
+            # Past the follower's topic-filter threshold, one query for all the tokens' logs, kept in memory
+            # when they touch the group, costs less than two filters per 500 addresses (decision 175).
+            keys = frozenset(a.removeprefix("0x") for a in addresses)
+            fetched = await self.scan.fetch_selection(start, limit, TokenLogFilter(keys, lambda: addresses),
+                                                      checked_from)
+        else:
+            fetched = await self.source.fetch(start, limit, addresses, {w.address: w.reason for w in group},
+                                              checked_from)
+        range_start, range_end = fetched.start, fetched.end
         # Addresses whose own window ends before this range only keep their logs up to that end.
-        logs = [lg for lg in logs if self._wanted(lg, group, ends)]
+        logs = [lg for lg in fetched.logs if self._wanted(lg, ends)]
         untimed = sorted({lg.block_number for lg in logs if lg.block_timestamp is None})
         timestamps = {n: h.timestamp for n, h in (await self.fetcher.headers(untimed)).items()}
-        if not await self._commit(logs, timestamps, group, range_end + 1):
+        if not await self._commit(logs, timestamps, addresses, range_end + 1):
             return True
         metrics.BACKFILL_BLOCKS.labels(self.name).inc(range_end - range_start + 1)
         self._progress.advance(range_end - range_start + 1)
         return True
 
+    def _many(self, addresses: list[str]) -> bool:
+        return (self.network.watched_fetch != "topic_filters"
+                and len(addresses) > self.network.topic_filter_max_addresses)
+
     @staticmethod
-    def _wanted(lg: TokenLog, group: list[str], ends: dict[str, int]) -> bool:
-        return any(party in ends and party in group and lg.block_number <= ends[party]
-                   for party in (lg.party_a, lg.party_b))
+    def _wanted(lg: TokenLog, ends: dict[str, int]) -> bool:
+        """A log of the group's addresses inside that address's own window (`ends`: its last block)."""
+        end_a, end_b = ends.get(lg.party_a), ends.get(lg.party_b)
+        return (end_a is not None and lg.block_number <= end_a) or (end_b is not None
+                                                                     and lg.block_number <= end_b)
 
     async def _commit(self, logs: list[TokenLog], timestamps: dict[int, int], group: list[str],
                       next_block: int) -> bool:
@@ -118,7 +134,7 @@ class Backfiller:
             # re-covers the blocks from there): keep only what is still the backfill's to write.
             live_from = await store.live_from_blocks(conn, self.name, group)
             ends = {a: b - 1 for a, b in live_from.items() if b is not None}
-            logs = [lg for lg in logs if self._wanted(lg, group, ends)]
+            logs = [lg for lg in logs if self._wanted(lg, ends)]
             # Logs of blocks inside the header window must carry the hash the follower indexed, or
             # the range was fetched across a reorg: retry it.
             known = await store.stored_header_hashes(conn, self.name, {lg.block_number for lg in logs})

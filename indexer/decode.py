@@ -15,6 +15,7 @@ class BlockHeader:
     hash: str
     parent_hash: str
     timestamp: int  # unix seconds
+    bloom: int = 0  # logsBloom as one big-endian integer (indexer.bloom); not stored
 
     @property
     def time(self) -> datetime:
@@ -43,6 +44,7 @@ def parse_header(block: dict[str, Any]) -> BlockHeader:
         hash=block["hash"].lower(),
         parent_hash=block["parentHash"].lower(),
         timestamp=int(block["timestamp"], 16),
+        bloom=int(block.get("logsBloom") or "0x0", 16),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from vip import metrics
 from vip.chain.rpc import NodeBehindError, RpcCallError, RpcClient, RpcError
 from vip.config import IndexerConfig, NetworkConfig
 from vip.indexer import store
+from vip.indexer.completeness import CHECKED_DEPTH
 from vip.indexer.decode import BlockHeader, parse_header
 from vip.indexer.fetcher import FetchedRange, LogFetcher, ReorgDetected, Selection, TokenLogFilter
 from vip.indexer.progress import Progress
@@ -31,6 +33,10 @@ log = structlog.get_logger(__name__)
 
 # A sync further behind than this many blocks reports progress (blocks/s, ETA).
 PROGRESS_THRESHOLD_BLOCKS = 5000
+# The lag counts from the highest head a node showed in this many seconds (a reorg forgets them).
+HEAD_MEMORY_S = 60.0
+# Requests asking for our tip before a suspected reorg is repaired (a lagging node has no block there).
+TIP_RECHECKS = 4
 
 
 class ChainIdMismatch(Exception):
@@ -55,9 +61,9 @@ class Follower:
         self._tag_unknown = False
         self._final: tuple[float, int] | None = None  # (monotonic time asked, the tag's block)
         self._tip_seen: tuple[str, Cursor] | None = None  # (head hash, cursor) last found consistent
-        # Heads seen by recent polls, by number: each can stand as a later range's end header "before"
-        # its log call (decision 180). Emptied when the chain they form breaks.
-        self._heads: dict[int, BlockHeader] = {}
+        # Heads the nodes showed lately (monotonic time, head): lag counts from the highest (decision 236).
+        self._heads_seen: deque[tuple[float, BlockHeader]] = deque()
+        self._indexed: tuple[int, int | None] | None = None  # the cursor's block and its timestamp
         extra = (network.disbursement_contract,) if network.disbursement_contract else ()
         self.watch = WatchSetCache(self.name, config.watch_set_reload_s, extra)
         self._strategy: str | None = None
@@ -87,12 +93,17 @@ class Follower:
             await store.init_cursor(conn, self.name, chain_id, Cursor(start - 1, anchor_hash))
             return await store.load_cursor(conn, self.name)  # type: ignore[return-value]
 
+    def _started_at(self, cursor: Cursor) -> None:
+        self._indexed = (cursor.block_number, None)
+        metrics.INDEXED_BLOCK.labels(self.name).set(cursor.block_number)
+        metrics.CURSOR_MOVED.labels(self.name).set(time.time())
+
     # --- one iteration ---------------------------------------------------------------------------------
 
     async def step(self) -> bool:
         """Index the next range; True when caught up with the head (the caller then waits a poll)."""
         head, finalized = await self._head_and_final()
-        metrics.HEAD_BLOCK.labels(self.name).set(head.number)
+        self._saw_head(head)
         if self._watch_changed.is_set():
             self._watch_changed.clear()
             self.watch.invalidate()
@@ -102,9 +113,13 @@ class Follower:
             # first block on.
             watch, new_addresses = await self.watch.refresh(conn)
         assert cursor is not None, "prepare() creates the cursor"
-        # Stay `head_margin` blocks behind the provider's head (a lagging node behind its load balancer
-        # may not have the logs of its newest blocks yet); the lag metrics still count from the head.
-        target = self._target(head, cursor.block_number)
+        if self._indexed is None or self._indexed[0] != cursor.block_number:
+            self._indexed = (cursor.block_number, None)
+        # Stay `head_margin` blocks behind this node's head: not for correctness (every range is proven
+        # complete), but so that a range seldom ends at a block other nodes lack yet (asked again) or that
+        # a shallow reorg replaces (rolled back); the lag metrics count from the highest head seen.
+        target = head.number - self.network.head_margin
+        checked_from = min(finalized, head.number - CHECKED_DEPTH)
         metrics.WATCHED_ADDRESSES.labels(self.name).set(self.watch.watched)
 
         if target <= cursor.block_number:
@@ -114,7 +129,7 @@ class Follower:
                 async with self.engine.begin() as conn:
                     await store.mark_live_from(conn, self.name, new_addresses,
                                                self._live_from(cursor.block_number + 1))
-            self._update_lag(head, cursor.block_number, head.timestamp)
+            metrics.LAST_PROGRESS.labels(self.name).set(time.time())
             return True
         self._behind_since = None
 
@@ -124,7 +139,7 @@ class Follower:
             fetched = await self._take_prefetched(cursor, watch.version)
             if fetched is None:
                 fetched = await self.fetcher.fetch_range(cursor.block_number, cursor.block_hash,
-                                                         target, finalized, selection, self._heads)
+                                                         target, checked_from, selection)
         except ReorgDetected as exc:
             self.log.warning("reorg suspected", block=exc.block_number, cursor=cursor.block_number)
             await self._repair_reorg(cursor, head)
@@ -135,31 +150,16 @@ class Follower:
             next_cursor = Cursor(fetched.end, fetched.headers[fetched.end].hash)
             self._prefetch = _Prefetch(next_cursor, watch.version, asyncio.create_task(
                 self.fetcher.fetch_range(next_cursor.block_number, next_cursor.block_hash, target,
-                                         finalized, selection, self._heads)))
+                                         checked_from, selection)))
         await self._commit(fetched, head, finalized, new_addresses)
         # Polls that see this same head need not ask about the new tip: nothing changed on the node
         # since it was fetched (a change shows as another head, and the next range checks its link).
         self._tip_seen = (head.hash, Cursor(fetched.end, fetched.headers[fetched.end].hash))
         metrics.BATCH_SECONDS.labels(self.name, "fetch").observe(fetched_at - started)
         metrics.BATCH_SECONDS.labels(self.name, "store").observe(time.perf_counter() - fetched_at)
-        self._update_lag(head, fetched.end, fetched.headers[fetched.end].timestamp)
+        metrics.LAST_PROGRESS.labels(self.name).set(time.time())
         self._report_progress(cursor.block_number, fetched.end, target)
         return fetched.end >= target
-
-    def _target(self, head: BlockHeader, cursor: int) -> int:
-        """Where this step's range ends: `head_margin` blocks behind the head, or one block short of that
-        when a head seen earlier sits there (its header is then the range end's "before" header, one
-        call saved; decision 180)."""
-        previous = self._heads.get(head.number - 1)
-        if previous is not None and previous.hash != head.parent_hash:
-            self._heads.clear()  # the chain moved under the heads seen: none of them stands
-        self._heads[head.number] = head
-        for number in [n for n in self._heads if n < head.number - 64]:
-            del self._heads[number]
-        target = head.number - self.network.head_margin
-        if target - 1 > cursor and target not in self._heads and target - 1 in self._heads:
-            return target - 1
-        return target
 
     def _selection(self, watch: WatchSnapshot) -> Selection:
         """How this range is asked for: every token log (`all` mode), topic filters on the watch set, or
@@ -189,7 +189,7 @@ class Follower:
             return head, min(self._final[1], head.number)
         if self.network.finality != "depth" and not self._tag_unknown:
             try:
-                latest, tagged = await self.rpc.batch([
+                latest, tagged = await self.rpc.batch_one([
                     ("eth_getBlockByNumber", ["latest", False]),
                     ("eth_getBlockByNumber", [self.network.finality, False])])
             except RpcCallError as exc:
@@ -250,6 +250,8 @@ class Follower:
         metrics.LOGS_INGESTED.labels(self.name, "transfer").inc(transfers)
         metrics.LOGS_INGESTED.labels(self.name, "approval").inc(approvals)
         metrics.INDEXED_BLOCK.labels(self.name).set(fetched.end)
+        metrics.CURSOR_MOVED.labels(self.name).set(time.time())
+        self._indexed = (fetched.end, end_header.timestamp)
         self.log.debug("indexed range", block_from=fetched.start, block_to=fetched.end,
                        logs=len(fetched.logs), finalized=finalized)
 
@@ -274,6 +276,7 @@ class Follower:
             if now - self._behind_since < self.config.lag_grace_s:
                 return
         else:
+            self._behind_since = None  # a node at or past our cursor: whatever lagged has caught up
             tip = head if head.number == cursor.block_number else None
             if tip is None:
                 try:
@@ -287,7 +290,6 @@ class Follower:
 
     async def _repair_reorg(self, cursor: Cursor, head: BlockHeader) -> None:
         """Find the newest block we share with the node, drop everything above it, continue from it."""
-        self._heads.clear()
         fork = await self._find_fork_point(cursor)
         if fork is None:
             return  # the node changed its mind while we looked: nothing to repair now
@@ -303,6 +305,8 @@ class Follower:
         metrics.REORGS.labels(self.name).inc()
         metrics.REORG_DEPTH.labels(self.name).observe(depth)
         metrics.INDEXED_BLOCK.labels(self.name).set(fork.block_number)
+        self._indexed = (fork.block_number, None)
+        self._heads_seen.clear()  # a head of the abandoned branch may stand above the new chain's
         fields = {"fork_block": fork.block_number, "old_head": cursor.block_number, "depth": depth,
                   "node_head": head.number}
         if beyond:
@@ -312,7 +316,21 @@ class Follower:
         else:
             self.log.warning("reorg repaired", **fields)
 
+    async def _tip_on_some_node(self, cursor: Cursor) -> bool:
+        """Whether a node behind the load balancer still has our tip: our block at the cursor's height is
+        asked a few times, spread over `lag_grace_s` (each request may reach another node, and a lagging
+        one catches up). A node without any block there proves nothing; one with another block is a fork."""
+        for attempt in range(TIP_RECHECKS):
+            if attempt:
+                await asyncio.sleep(self.config.lag_grace_s / TIP_RECHECKS)
+            [block] = await self.rpc.get_blocks([cursor.block_number])
+            if block is not None:
+                return str(block.get("hash", "")).lower() == cursor.block_hash
+        return False
+
     async def _find_fork_point(self, cursor: Cursor) -> Cursor | None:
+        if await self._tip_on_some_node(cursor):
+            return None  # a lagging replica, not a reorg
         async with self.engine.connect() as conn:
             stored = await store.stored_headers_desc(conn, self.name, cursor.block_number)
         # Re-check before rolling back: if the node agrees with our tip now, it was a lagging replica.
@@ -345,10 +363,23 @@ class Follower:
 
     # --- metrics and progress ----------------------------------------------------------------------------
 
-    def _update_lag(self, head: BlockHeader, indexed: int, indexed_timestamp: int) -> None:
-        metrics.LAG_BLOCKS.labels(self.name).set(max(0, head.number - indexed))
-        metrics.LAG_SECONDS.labels(self.name).set(max(0, head.timestamp - indexed_timestamp))
-        metrics.LAST_PROGRESS.labels(self.name).set(time.time())
+    def _saw_head(self, head: BlockHeader) -> None:
+        now = time.monotonic()
+        self._heads_seen.append((now, head))
+        while self._heads_seen and self._heads_seen[0][0] < now - HEAD_MEMORY_S:
+            self._heads_seen.popleft()
+
+    def update_lag(self) -> None:
+        """The lag gauges from the highest head any node showed in the last `HEAD_MEMORY_S` and the
+        cursor: called after every attempt, failed or not, so a stuck follower's lag keeps showing."""
+        if self._indexed is None or not self._heads_seen:
+            return
+        highest = max((h for _, h in self._heads_seen), key=lambda h: h.number)
+        indexed, indexed_ts = self._indexed
+        metrics.HEAD_BLOCK.labels(self.name).set(highest.number)
+        metrics.LAG_BLOCKS.labels(self.name).set(max(0, highest.number - indexed))
+        if indexed_ts is not None:
+            metrics.LAG_SECONDS.labels(self.name).set(max(0, highest.timestamp - indexed_ts))
 
     def _report_progress(self, previous: int, indexed: int, head: int) -> None:
         if self._progress is None and head - previous > PROGRESS_THRESHOLD_BLOCKS:
@@ -366,7 +397,7 @@ class Follower:
         delay = self.network.poll_interval_s
         while not stop.is_set():
             try:
-                await self.prepare()
+                self._started_at(await self.prepare())
                 break
             except ChainIdMismatch as exc:
                 metrics.FOLLOWER_ERRORS.labels(self.name, "chain_id").inc()
@@ -394,12 +425,13 @@ class Follower:
                 failures = 0
             except Exception as exc:  # one bad iteration must not end the follower
                 failures += 1
-                self._heads.clear()  # a stale head must not fail the next range again
+                self.update_lag()
                 metrics.FOLLOWER_ERRORS.labels(self.name, type(exc).__name__).inc()
                 self.log.warning("follower iteration failed", error=f"{type(exc).__name__}: {exc}"[:300],
                                  failures=failures)
                 await sleep_or_stop(stop, min(30.0, self.network.poll_interval_s * 2 ** min(failures, 5)))
                 continue
+            self.update_lag()
             if caught_up:
                 await sleep_or_stop(stop, self.network.poll_interval_s)
 

@@ -14,7 +14,7 @@ import structlog
 from vip.chain.rpc import RangeTooLargeError, RpcError
 from vip.config import NetworkConfig
 from vip.indexer.decode import TokenLog
-from vip.indexer.fetcher import LogFetcher, decode_logs
+from vip.indexer.fetcher import LogFetcher, Selection, decode_logs
 
 log = structlog.get_logger(__name__)
 
@@ -39,22 +39,28 @@ class HistoryRange:
 
 
 class HistorySource(Protocol):
-    async def fetch(self, start: int, limit: int, addresses: Sequence[str],
-                    reasons: Mapping[str, str]) -> HistoryRange:
-        """The logs of `addresses` from `start`, up to at most `limit` (possibly fewer blocks)."""
+    async def fetch(self, start: int, limit: int, addresses: Sequence[str], reasons: Mapping[str, str],
+                    checked_from: int) -> HistoryRange:
+        """The logs of `addresses` from `start`, up to at most `limit` (possibly fewer blocks); blocks
+        from `checked_from` on are near the head, where a lagging node may lack them: proven complete."""
         ...
 
 
 class LogScanSource:
-    """eth_getLogs over the window in adaptive ranges: one range per call."""
+    """eth_getLogs over the window in adaptive ranges: one range per call, proven complete as the
+    follower's (indexer/completeness.py)."""
 
     def __init__(self, fetcher: LogFetcher) -> None:
         self.fetcher = fetcher
 
-    async def fetch(self, start: int, limit: int, addresses: Sequence[str],
-                    reasons: Mapping[str, str]) -> HistoryRange:
-        first, last, logs, _ = await self.fetcher.logs_adaptive(start - 1, limit, addresses)
-        return HistoryRange(first, last, logs)
+    async def fetch(self, start: int, limit: int, addresses: Sequence[str], reasons: Mapping[str, str],
+                    checked_from: int) -> HistoryRange:
+        return await self.fetch_selection(start, limit, addresses, checked_from)
+
+    async def fetch_selection(self, start: int, limit: int, selection: Selection,
+                              checked_from: int) -> HistoryRange:
+        fetched = await self.fetcher.fetch_range(start - 1, None, limit, checked_from, selection, link=False)
+        return HistoryRange(fetched.start, fetched.end, fetched.logs)
 
 
 def confirm_spans(blocks: Sequence[int], gap: int = CONFIRM_GAP, width: int = CONFIRM_MAX_WIDTH,
@@ -99,10 +105,10 @@ class IndexedTransfersSource:
         self.scanned: set[str] = set()  # the index failed them (balance check, errors): scanned from now on
         self.log = log.bind(network=self.name, role="backfill", source="alchemy_transfers")
 
-    async def fetch(self, start: int, limit: int, addresses: Sequence[str],
-                    reasons: Mapping[str, str]) -> HistoryRange:
+    async def fetch(self, start: int, limit: int, addresses: Sequence[str], reasons: Mapping[str, str],
+                    checked_from: int) -> HistoryRange:
         if any(reasons.get(a) not in INDEXED_REASONS or a in self.scanned for a in addresses):
-            return await self.scan.fetch(start, limit, addresses, reasons)
+            return await self.scan.fetch(start, limit, addresses, reasons, checked_from)
         named: dict[tuple[str, int], int] = {}  # (tx hash, log index) -> block, as the index says
         try:
             for address in addresses:
@@ -111,7 +117,7 @@ class IndexedTransfersSource:
         except RpcError as exc:  # no such method on this plan, or failing past its retries
             self.scanned.update(addresses)
             self.log.warning("transfer index unavailable; scanning logs instead", error=str(exc))
-            return await self.scan.fetch(start, limit, addresses, reasons)
+            return await self.scan.fetch(start, limit, addresses, reasons, checked_from)
         logs = await self._confirm(sorted(set(named.values())), addresses)
         on_chain = {(lg.tx_hash, lg.log_index) for lg in logs}
         invented = sorted(key for key in named if key not in on_chain)
@@ -122,7 +128,7 @@ class IndexedTransfersSource:
             self.scanned.update(addresses)
             self.log.warning("index history fails the balance check; scanning logs instead",
                              addresses=list(addresses), start=start, limit=limit)
-            return await self.scan.fetch(start, limit, addresses, reasons)
+            return await self.scan.fetch(start, limit, addresses, reasons, checked_from)
         return HistoryRange(start, limit, logs)
 
     async def _transfers(self, start: int, limit: int, side: str, address: str,

@@ -47,3 +47,26 @@ class AdaptiveRange:
         """The provider's block-range cap: the most ever asked from now on."""
         self.maximum = max(self.minimum, min(self.maximum, size))
         self.size = min(self.size, self.maximum)
+
+
+# --- many bisections at once (start blocks of pending backfills) -------------------------------------
+
+Bounds = dict[int, tuple[int, int]]  # target timestamp -> [lo, hi) of the block searched
+
+
+def bisection_probes(bounds: Bounds) -> list[int]:
+    """The blocks whose timestamps the next round of every unfinished search needs, each once: searches
+    for nearby targets share most of their probes."""
+    return sorted({(lo + hi) // 2 for lo, hi in bounds.values() if lo < hi})
+
+
+def narrow_bisections(bounds: Bounds, stamps: dict[int, int]) -> Bounds:
+    """Each unfinished search narrowed by the timestamp of its middle block (from `stamps`): the first
+    block at or after the target is in the returned [lo, hi); a search with lo == hi is done, at lo."""
+    narrowed = {}
+    for target, (lo, hi) in bounds.items():
+        if lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if stamps[mid] >= target else (mid + 1, hi)
+        narrowed[target] = (lo, hi)
+    return narrowed

@@ -12,12 +12,13 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import psycopg
-from sqlalchemy import Row, delete, func, select, union, update
+from sqlalchemy import Row, delete, func, select, text, union, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.config import NetworkConfig
 from vip.indexer.decode import BlockHeader, TokenLog
+from vip.store.sets import any_of
 from vip.store.tables import (
     block_headers,
     chain_cursors,
@@ -160,16 +161,20 @@ async def insert_logs(conn: AsyncConnection, network: str, logs: Sequence[TokenL
 
 # --- headers -------------------------------------------------------------------------------------------
 
+# Header rows per INSERT: five parameters each, well under the protocol's 65,535 (a window above a late
+# `finalized` tag can hold thousands of blocks).
+_HEADERS_PER_INSERT = 5_000
+
+
 async def upsert_headers(conn: AsyncConnection, network: str, headers: Iterable[BlockHeader]) -> None:
     rows = [{"network": network, "block_number": h.number, "block_hash": h.hash,
              "parent_hash": h.parent_hash, "block_timestamp": h.time} for h in headers]
-    if not rows:
-        return
-    stmt = pg_insert(block_headers).values(rows)
-    await conn.execute(stmt.on_conflict_do_update(
-        index_elements=[block_headers.c.network, block_headers.c.block_number],
-        set_={"block_hash": stmt.excluded.block_hash, "parent_hash": stmt.excluded.parent_hash,
-              "block_timestamp": stmt.excluded.block_timestamp}))
+    for i in range(0, len(rows), _HEADERS_PER_INSERT):
+        stmt = pg_insert(block_headers).values(rows[i:i + _HEADERS_PER_INSERT])
+        await conn.execute(stmt.on_conflict_do_update(
+            index_elements=[block_headers.c.network, block_headers.c.block_number],
+            set_={"block_hash": stmt.excluded.block_hash, "parent_hash": stmt.excluded.parent_hash,
+                  "block_timestamp": stmt.excluded.block_timestamp}))
 
 
 async def stored_headers_desc(conn: AsyncConnection, network: str, at_or_below: int) -> list[tuple[int, str]]:
@@ -186,7 +191,7 @@ async def stored_header_hashes(conn: AsyncConnection, network: str, numbers: Ite
         return {}
     rows = await conn.execute(
         select(block_headers.c.block_number, block_headers.c.block_hash)
-        .where(block_headers.c.network == network, block_headers.c.block_number.in_(wanted)))
+        .where(block_headers.c.network == network, any_of(block_headers.c.block_number, wanted)))
     return {r.block_number: r.block_hash for r in rows}
 
 
@@ -277,6 +282,41 @@ async def add_watched_address(conn: AsyncConnection, network: str, address: str,
     return False
 
 
+async def add_watched_addresses(conn: AsyncConnection, network: str, addresses: Iterable[str], reason: str,
+                                *, start_block: int | None = None, start_time: datetime | None = None) -> int:
+    """`add_watched_address` for any number of addresses at once (the bulk `vip watch`): COPY into a
+    temporary table, then one INSERT and one UPDATE over it, with the same rules for an address already
+    watched. Returns how many addresses are new."""
+    unique = sorted({a.lower() for a in addresses})
+    if not unique:
+        return 0
+    pg = cast(psycopg.AsyncConnection[Any], (await conn.get_raw_connection()).driver_connection)
+    async with pg.cursor() as cur:
+        await cur.execute("CREATE TEMP TABLE IF NOT EXISTS stage_watch (address text PRIMARY KEY)"
+                          " ON COMMIT DELETE ROWS")
+        async with cur.copy("COPY stage_watch (address) FROM STDIN") as copy:
+            await copy.write("".join(f"{a}\n" for a in unique).encode())
+    params = {"network": network, "reason": reason, "start_block": start_block, "start_time": start_time}
+    added = await conn.execute(text(
+        "INSERT INTO watched_addresses (network, address, reason, start_block, start_time)"
+        " SELECT :network, s.address, :reason, :start_block, :start_time FROM stage_watch s"
+        " ON CONFLICT DO NOTHING"), params)
+    # An earlier start moves an existing address's start back and runs its backfill again, as
+    # add_watched_address does (rows just inserted start where asked: never earlier than themselves).
+    if start_block is not None:
+        earlier = "(w.start_block IS NULL OR w.start_block > :start_block)"
+    elif start_time is not None:
+        earlier = "(w.start_time IS NULL OR w.start_time > :start_time)"
+    else:
+        earlier = "false"
+    await conn.execute(text(
+        "UPDATE watched_addresses w SET start_block = :start_block, start_time = :start_time,"
+        " backfill_next_block = NULL, backfill_done_at = NULL FROM stage_watch s"
+        f" WHERE w.network = :network AND w.address = s.address AND {earlier}"), params)
+    await conn.execute(text("TRUNCATE stage_watch"))
+    return max(added.rowcount, 0)
+
+
 async def remove_watched_address(conn: AsyncConnection, network: str, address: str, reason: str) -> None:
     """Stop watching an address watched for `reason`. One watched for another reason (a counterparty, a
     spender: the first reason is kept) is not the caller's to drop and stays."""
@@ -286,25 +326,79 @@ async def remove_watched_address(conn: AsyncConnection, network: str, address: s
 
 
 async def mark_live_from(conn: AsyncConnection, network: str, addresses: Sequence[str], block: int) -> None:
-    """Record the first block the live follower covers for newly seen addresses."""
+    """Record the first block the live follower covers for newly seen addresses (any number: one array
+    parameter)."""
     if addresses:
         await conn.execute(update(watched_addresses).where(
-            watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)),
+            watched_addresses.c.network == network, any_of(watched_addresses.c.address, addresses),
             watched_addresses.c.live_from_block.is_(None)).values(live_from_block=block))
 
 
-async def pending_backfills(conn: AsyncConnection, network: str) -> list[WatchedAddress]:
-    rows = await conn.execute(select(watched_addresses).where(
-        watched_addresses.c.network == network, watched_addresses.c.live_from_block.is_not(None),
-        watched_addresses.c.backfill_done_at.is_(None)).order_by(watched_addresses.c.address))
+# --- backfills: set-based, whatever the number of addresses waiting --------------------------------------
+
+_PENDING = ("network = :network AND live_from_block IS NOT NULL AND backfill_done_at IS NULL")
+# Where a pending address's backfill stands: its next block, or its start block before the first range.
+_NEXT = "greatest(coalesce(backfill_next_block, 0), start_block)"
+
+
+async def pending_backfill_count(conn: AsyncConnection, network: str) -> int:
+    return await conn.scalar(text(f"SELECT count(*) FROM watched_addresses WHERE {_PENDING}"),
+                             {"network": network}) or 0
+
+
+async def start_hours_to_resolve(conn: AsyncConnection, network: str) -> list[datetime]:
+    """The distinct UTC hours of the start times of pending backfills whose start block is not known yet.
+    A history starts at the first block of its start time's hour (decision 232): 100,000 wallets signed
+    in within an hour cost one bisection, not 100,000."""
+    rows = await conn.execute(text(
+        "SELECT DISTINCT date_trunc('hour', start_time, 'UTC') AS hour FROM watched_addresses"
+        f" WHERE {_PENDING} AND start_block IS NULL AND start_time IS NOT NULL ORDER BY hour"),
+        {"network": network})
+    return [r.hour for r in rows]
+
+
+async def set_start_blocks(conn: AsyncConnection, network: str, by_hour: dict[datetime, int],
+                           default_block: int) -> None:
+    """Give every pending backfill without a start block one: the block found for its start time's hour,
+    or `default_block` (the network's start block) when it has no start time."""
+    if by_hour:
+        hours = sorted(by_hour)
+        await conn.execute(text(
+            "UPDATE watched_addresses w SET start_block = r.block"
+            " FROM unnest(CAST(:hours AS timestamptz[]), CAST(:blocks AS bigint[])) AS r(hour, block)"
+            " WHERE w.network = :network AND w.live_from_block IS NOT NULL AND w.backfill_done_at IS NULL"
+            " AND w.start_block IS NULL AND date_trunc('hour', w.start_time, 'UTC') = r.hour"),
+            {"network": network, "hours": hours, "blocks": [by_hour[h] for h in hours]})
+    await conn.execute(text(
+        f"UPDATE watched_addresses SET start_block = :block WHERE {_PENDING}"
+        " AND start_block IS NULL AND start_time IS NULL"), {"network": network, "block": default_block})
+
+
+async def finish_covered_backfills(conn: AsyncConnection, network: str) -> int:
+    """Mark done the pending backfills with nothing left to fetch (their start is at or past their live
+    start); returns how many."""
+    done = await conn.execute(text(
+        f"UPDATE watched_addresses SET backfill_next_block = {_NEXT}, backfill_done_at = now()"
+        f" WHERE {_PENDING} AND start_block IS NOT NULL AND {_NEXT} >= live_from_block"),
+        {"network": network})
+    return max(done.rowcount, 0)
+
+
+async def backfill_front(conn: AsyncConnection, network: str) -> int | None:
+    """The lowest next block of the pending backfills with a start block (None: none)."""
+    front: int | None = await conn.scalar(text(
+        f"SELECT min({_NEXT}) FROM watched_addresses WHERE {_PENDING} AND start_block IS NOT NULL"),
+        {"network": network})
+    return front
+
+
+async def backfill_group(conn: AsyncConnection, network: str, upto: int) -> list[WatchedAddress]:
+    """The pending backfills whose next block is at or below `upto`: fetched together in one range."""
+    rows = await conn.execute(text(
+        "SELECT address, start_block, start_time, live_from_block, backfill_next_block, reason"
+        f" FROM watched_addresses WHERE {_PENDING} AND start_block IS NOT NULL AND {_NEXT} <= :upto"
+        " ORDER BY address"), {"network": network, "upto": upto})
     return [_watched(r) for r in rows]
-
-
-async def live_from_blocks(conn: AsyncConnection, network: str, addresses: Sequence[str]
-                           ) -> dict[str, int | None]:
-    rows = await conn.execute(select(watched_addresses.c.address, watched_addresses.c.live_from_block).where(
-        watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses))))
-    return {r.address: r.live_from_block for r in rows}
 
 
 async def set_start_block(conn: AsyncConnection, network: str, address: str, block: int) -> None:
@@ -313,15 +407,22 @@ async def set_start_block(conn: AsyncConnection, network: str, address: str, blo
     ).values(start_block=block))
 
 
+async def live_from_blocks(conn: AsyncConnection, network: str, addresses: Sequence[str]
+                           ) -> dict[str, int | None]:
+    rows = await conn.execute(select(watched_addresses.c.address, watched_addresses.c.live_from_block).where(
+        watched_addresses.c.network == network, any_of(watched_addresses.c.address, addresses)))
+    return {r.address: r.live_from_block for r in rows}
+
+
 async def advance_backfill(conn: AsyncConnection, network: str, addresses: Sequence[str],
                            next_block: int) -> None:
     """Move the backfill of `addresses` to `next_block`; finish those that reached their live start."""
     await conn.execute(update(watched_addresses).where(
-        watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)),
+        watched_addresses.c.network == network, any_of(watched_addresses.c.address, addresses),
     ).values(backfill_next_block=func.greatest(func.coalesce(watched_addresses.c.backfill_next_block, 0),
                                                next_block)))
     await conn.execute(update(watched_addresses).where(
-        watched_addresses.c.network == network, watched_addresses.c.address.in_(list(addresses)),
+        watched_addresses.c.network == network, any_of(watched_addresses.c.address, addresses),
         watched_addresses.c.backfill_done_at.is_(None),
         watched_addresses.c.backfill_next_block >= watched_addresses.c.live_from_block,
     ).values(backfill_done_at=func.now()))

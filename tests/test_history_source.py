@@ -190,7 +190,7 @@ async def test_the_daemon_backfills_through_the_index_under_faults(chain: ChainD
     chain.random_activity(rng, 40, chain.accounts[2:8], chain.accounts[2:8], per_block=2)
     chain.mine(100)
     faults = FaultRates(seed=3, http_5xx=0.05, timeout=0.02, timeout_hold_s=1.0)
-    with ProviderStandIn(chain.node.rpc_url, CAPPED, faults=faults, requests_per_s=40) as provider:
+    with ProviderStandIn(chain.node.rpc_url, CAPPED, faults=faults, units_per_s=40 * 20) as provider:
         network = local_network(provider.url, chain.node.chain_id, chain.contracts, finality_depth=4,
                                 initial_block_range=10, max_block_range=10_000,
                                 history_initial_block_range=100_000, history_max_block_range=10_000_000,

@@ -24,17 +24,18 @@ async def test_late_addresses_are_backfilled_while_live_continues(chain: ChainDr
 
     async with running_indexer(indexer_settings(network), database_url):
         await wait_synced(engine, chain, "local")
-        # The history of `timed` counts from this block's time on.
+        # The history of `timed` counts from the first block of its start time's hour (decision 232): two
+        # hours pass after this block, so that hour begins after it.
         cut_block, _ = chain.head()
         cut_time = chain.node.call("eth_getBlockByNumber", [hex(cut_block), False])["timestamp"]
-        chain.node.call("evm_increaseTime", [3600])
+        chain.node.call("evm_increaseTime", [7200])
         chain.random_activity(rng, 40, actors, actors, per_block=1)
         await wait_synced(engine, chain, "local")
 
         async with engine.begin() as conn:
             await store.add_watched_address(conn, "local", late, "wallet", start_block=0)
             await store.add_watched_address(conn, "local", timed, "wallet",
-                                            start_time=datetime.fromtimestamp(int(cut_time, 16) + 1, UTC))
+                                            start_time=datetime.fromtimestamp(int(cut_time, 16) + 7200, UTC))
         # Live blocks keep coming while the backfill runs.
         for _ in range(4):
             chain.random_activity(rng, 5, actors, actors, per_block=1)
@@ -67,10 +68,11 @@ async def test_watching_again_with_an_earlier_start_backfills_the_difference(eng
         await store.mark_live_from(conn, "local", [address], 500)
         await store.set_start_block(conn, "local", address, 400)
         await store.advance_backfill(conn, "local", [address], 500)
-        assert not await store.pending_backfills(conn, "local")
+        assert await store.pending_backfill_count(conn, "local") == 0
         # The counterparty becomes a connected wallet with twelve months of history.
         assert not await store.add_watched_address(conn, "local", address, "wallet", start_time=early)
-        [pending] = await store.pending_backfills(conn, "local")
+        assert await store.pending_backfill_count(conn, "local") == 1
+        [pending] = await store.load_watch_set(conn, "local")
         # Watching it again with a later start changes nothing.
         assert not await store.add_watched_address(conn, "local", address, "counterparty", start_time=late)
     assert pending.start_time == early and pending.start_block is None

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from vip.chain.contracts import APPROVAL_TOPIC, TRANSFER_TOPIC
 from vip.chain.range_errors import block_range_cap, is_range_too_large, suggested_range_size
-from vip.chain.throttle import AdaptiveRateLimiter, backoff_delay
+from vip.chain.throttle import backoff_delay
 from vip.indexer.decode import BlockHeader, address_topic, parse_header, parse_token_log
 from vip.indexer.progress import Progress, format_progress
 from vip.indexer.ranges import AdaptiveRange, finalized_block, next_range
@@ -307,53 +307,7 @@ def test_header_window_start():
     assert header_window_start(cursor=100, finalized=935) == 100
 
 
-# --- throttle --------------------------------------------------------------------------------------------
-
-
-def test_rate_limiter_spaces_slots():
-    clock = FakeClock()
-    limiter = AdaptiveRateLimiter(max_rate=10, min_rate=1, clock=clock)
-    waits = [limiter.reserve() for _ in range(4)]
-    assert waits == pytest.approx([0.0, 0.1, 0.2, 0.3])
-
-
-def test_rate_limiter_no_wait_after_idle():
-    clock = FakeClock()
-    limiter = AdaptiveRateLimiter(max_rate=10, min_rate=1, clock=clock)
-    assert limiter.reserve() == 0
-    clock.now += 5
-    assert limiter.reserve() == 0
-    clock.now += 0.05
-    assert limiter.reserve() == pytest.approx(0.05)
-
-
-def test_rate_limiter_throttled_halves_to_floor():
-    limiter = AdaptiveRateLimiter(max_rate=40, min_rate=3, clock=FakeClock())
-    rates = []
-    for _ in range(5):
-        limiter.on_throttled()
-        rates.append(limiter.rate)
-    assert rates == pytest.approx([20, 10, 5, 3, 3])
-
-
-def test_rate_limiter_halved_rate_widens_spacing():
-    clock = FakeClock()
-    limiter = AdaptiveRateLimiter(max_rate=10, min_rate=1, clock=clock)
-    limiter.on_throttled()
-    limiter.reserve()
-    assert limiter.reserve() == pytest.approx(0.2)
-
-
-def test_rate_limiter_success_creeps_back_to_max():
-    limiter = AdaptiveRateLimiter(max_rate=10, min_rate=1, increase_per_success=0.5, clock=FakeClock())
-    limiter.on_throttled()
-    limiter.on_throttled()
-    assert limiter.rate == pytest.approx(2.5)
-    limiter.on_success()
-    assert limiter.rate == pytest.approx(3.0)
-    for _ in range(100):
-        limiter.on_success()
-    assert limiter.rate == pytest.approx(10)
+# --- backoff ---------------------------------------------------------------------------------------------
 
 
 def test_backoff_delay_bounds():

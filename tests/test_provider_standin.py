@@ -18,7 +18,7 @@ from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import backfills_pending, cursor_of, db_rows, running_indexer
 from vip import metrics
 from vip.chain.rpc import RangeTooLargeError, RpcClient
-from vip.config import RpcConfig
+from vip.config import RpcConfig, load_settings
 from vip.devstack.provider import PROFILES, FaultRates, ProviderStandIn
 from vip.indexer import store
 from vip.store.tables import token_transfers
@@ -60,17 +60,22 @@ async def test_exact_behind_each_provider_with_faults_and_lagging_nodes(chain: C
         for address in watched[:3]:
             await store.add_watched_address(conn, "local", address, "wallet", start_block=0)
 
-    margin = 3  # >= the largest node lag (2) + the blocks whose logs a lagging node misses (1)
+    margin = 3  # fewer ranges asked again (nothing is lost without it: test_lagging_nodes.py)
     faults = FaultRates(seed=7, http_5xx=0.05, timeout=0.02, timeout_hold_s=1.0)
+    plan = 25 * SCALED[profile].default_weight  # about 25 items a second, in the provider's unit
     with ProviderStandIn(chain.node.rpc_url, SCALED[profile], faults=faults, node_lags=(0, 0, 2),
-                         missing_log_blocks=1, requests_per_s=25) as provider:
-        network = local_network(provider.url, chain.node.chain_id, chain.contracts, finality_depth=4,
-                                initial_block_range=200, max_block_range=5000, head_margin=margin,
-                                history_initial_block_range=100_000, history_max_block_range=10_000_000)
-        settings = indexer_settings(network, timeout_s=0.5)
+                         missing_log_blocks=1, units_per_s=plan) as provider:
+        plain = local_network(provider.url, chain.node.chain_id, chain.contracts, finality_depth=4,
+                              initial_block_range=200, max_block_range=5000, head_margin=margin,
+                              history_initial_block_range=100_000, history_max_block_range=10_000_000)
+        settings = indexer_settings(plain, timeout_s=0.5)
+        # The daemon's budget in the provider's unit, set above the plan so that 429s happen too.
+        network = plain.model_copy(update={"provider": "requests" if profile == "blockpi" else profile,
+                                           "rpc_budget_per_s": plan * 1.5})
         # Retry-After is 1 s; the test obeys at most 0.2 s of it so the run stays short.
         rpc = settings.rpc.model_copy(update={"retry_after_cap_s": 0.2})
-        settings = settings.model_copy(update={"rpc": rpc})
+        settings = settings.model_copy(update={"rpc": rpc, "networks": {"local": network},
+                                               "providers": load_settings().providers})
         async with running_indexer(settings, database_url):
             await wait_indexed(engine, chain, "local", margin)
             # Live blocks while a late wallet's whole history is backfilled.
@@ -165,7 +170,7 @@ async def test_stand_in_refusals_are_what_our_parser_reads(session_chain: ChainD
 
 async def test_stand_in_rate_limit_answers_429_with_retry_after(session_chain: ChainDriver):
     body = {"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []}
-    with ProviderStandIn(session_chain.node.rpc_url, "infura", requests_per_s=2) as provider:
+    with ProviderStandIn(session_chain.node.rpc_url, "infura", units_per_s=2) as provider:
         async with aiohttp.ClientSession() as http:
             statuses = []
             for _ in range(6):
@@ -177,10 +182,11 @@ async def test_stand_in_rate_limit_answers_429_with_retry_after(session_chain: C
 
 
 async def test_client_waits_as_long_as_retry_after_says(session_chain: ChainDriver):
-    with ProviderStandIn(session_chain.node.rpc_url, "alchemy", requests_per_s=1) as provider:
+    # 10 compute units a second: one eth_blockNumber (Alchemy bills it 10).
+    with ProviderStandIn(session_chain.node.rpc_url, "alchemy", units_per_s=10) as provider:
         config = RpcConfig(max_attempts=5, backoff_base_s=0.0, backoff_cap_s=0.0, retry_after_cap_s=30)
         async with RpcClient("local", provider.url, config) as rpc:
-            await rpc.block_number()  # takes the one token of this second
+            await rpc.block_number()  # takes the 10 units of this second
             await rpc.block_number()  # 429, Retry-After: 1, then answered
     assert provider.refusals["rate_limited"] >= 1
     # With no backoff of its own, only the Retry-After wait let the bucket refill: one refusal, not five.

@@ -68,7 +68,7 @@ async def test_token_logs_store_what_topic_filters_store_through_reorg_and_fault
         await watch(engine, name, watched + PADDING)
     faults = FaultRates(seed=5, http_5xx=0.05, timeout=0.02, timeout_hold_s=1.0)
     with ProviderStandIn(chain.node.rpc_url, SCALED["infura"], faults=faults, node_lags=(0, 0, 2),
-                         missing_log_blocks=1, requests_per_s=60) as provider:
+                         missing_log_blocks=1, units_per_s=60 * 80) as provider:  # credits: 80 an item
         networks = [
             local_network(provider.url, chain.node.chain_id, chain.contracts, name=name, finality_depth=4,
                           initial_block_range=30, max_block_range=500, head_margin=margin).model_copy(

@@ -3,12 +3,14 @@ block timestamp, so moving Anvil's time moves lookback windows, expiries and cac
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Protocol
 
 import aiohttp
 import orjson
 
+from vip.chain.rpc import RpcClient
 from vip.config import Settings
 from vip.store.transaction_guard import http_trace
 
@@ -23,14 +25,19 @@ class WallClock:
 
 
 class ChainClock:
-    """Reads the latest block's timestamp of a (local) network on every call: never stale."""
+    """Reads the latest block's timestamp of a (local) network on every call: never stale. Given the
+    daemon's client of the network, it reads through it (and its RPC budget, decision 233)."""
 
-    def __init__(self, rpc_url: str, timeout_s: float = 5.0) -> None:
+    def __init__(self, rpc_url: str, timeout_s: float = 5.0, rpc: RpcClient | None = None) -> None:
         self.rpc_url = rpc_url
+        self.rpc = rpc
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
     async def now(self) -> datetime:
+        if self.rpc is not None:
+            block = await self.rpc.call("eth_getBlockByNumber", ["latest", False])
+            return datetime.fromtimestamp(int(block["timestamp"], 16), UTC)
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(timeout=self._timeout, trace_configs=[http_trace()])
         payload = {"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByNumber", "params": ["latest", False]}
@@ -44,9 +51,10 @@ class ChainClock:
             await self._session.close()
 
 
-def clock_for(settings: Settings) -> Clock:
-    """ChainClock on the first enabled local network, else the wall clock."""
+def clock_for(settings: Settings, rpcs: Mapping[str, RpcClient] | None = None) -> Clock:
+    """ChainClock on the first enabled local network (through its client in `rpcs`, when given), else the
+    wall clock."""
     for network in settings.enabled_networks():
         if network.local:
-            return ChainClock(network.rpc_url)  # type: ignore[arg-type]
+            return ChainClock(network.rpc_url, rpc=(rpcs or {}).get(network.name))  # type: ignore[arg-type]
     return WallClock()

@@ -115,6 +115,11 @@ class NetworkConfig(_Strict):
     # `topic_filter_max_addresses` addresses, token logs past it.
     watched_fetch: Literal["auto", "topic_filters", "token_logs"] = "auto"
     topic_filter_max_addresses: int = Field(default=500, ge=0)
+    # What the provider bills (a profile of config/providers.toml: each method's weight in its unit) and
+    # this network's budget per second in that unit; every caller of the network draws from it (decision
+    # 233). Unset: `rpc.max_requests_per_s` items per second.
+    provider: str = "requests"
+    rpc_budget_per_s: float | None = Field(default=None, gt=0)
     # Ask the node's `finality` tag at most this often (0: with every head; decision 179). The final
     # block moves in epochs (Ethereum: 6.4 min) or with L1 finality on the L2s: asking it at every poll
     # doubles the head's calls for nothing. What acts on finality waits at most this much longer.
@@ -148,6 +153,16 @@ class RateLimitConfig(_Strict):
 
 DEV_TOKEN_KEY = "ZGV2LW9ubHktdG9rZW4ta2V5LWRvLW5vdC11c2UhISE="  # b"dev-only-token-key-do-not-use!!!"
 DEV_STATE_SECRET = "dev-only-state-secret"
+
+
+class ProviderBilling(_Strict):
+    """How a provider counts a request (config/providers.toml): each method's weight in `unit`, every
+    item of a batch counted; a method not listed weighs `default_weight`."""
+
+    unit: str
+    default_weight: float = Field(gt=0)
+    weights: dict[str, float] = {}
+    source: str = ""
 
 
 class ApiConfig(_Strict):
@@ -198,12 +213,16 @@ class RpcConfig(_Strict):
     max_attempts: int = Field(default=8, ge=1)
     backoff_base_s: float = Field(default=0.2, ge=0)
     backoff_cap_s: float = Field(default=10.0, ge=0)
+    # A network without `rpc_budget_per_s`: its budget in items per second (every item of a batch one).
     max_requests_per_s: float = Field(default=50.0, gt=0)
-    min_requests_per_s: float = Field(default=1.0, gt=0)
+    # Share of each network's budget (one second of it) the background work (balances, backfills) never
+    # spends, and half of which the jobs (approvals, charges) never spend: the follower's (decision 233).
+    reserve_for_following: float = Field(default=0.5, ge=0, lt=1)
     max_addresses_per_filter: int = Field(default=500, ge=1)
-    # Items per JSON-RPC batch (headers): under every provider's batch cap (Alchemy: 1000 over HTTP, and
-    # it recommends under 50; see docs/operations.md "Choosing a provider plan").
-    max_batch_size: int = Field(default=100, ge=1)
+    # Items per JSON-RPC batch: under every provider's batch cap (Alchemy: 1000 over HTTP, and it
+    # recommends under 50; see docs/operations.md "Choosing a provider plan"). A follower's range goes in
+    # one batch when it fits (its logs and headers then come from one node), so at least 3.
+    max_batch_size: int = Field(default=100, ge=3)
     # The longest `Retry-After` obeyed as is (a longer one is waited for in several retries).
     retry_after_cap_s: float = Field(default=30.0, ge=0)
 
@@ -369,6 +388,7 @@ class Settings(_Strict):
     rpc: RpcConfig = RpcConfig()
     indexer: IndexerConfig = IndexerConfig()
     networks: dict[str, NetworkConfig] = {}
+    providers: dict[str, ProviderBilling] = {"requests": ProviderBilling(unit="requests", default_weight=1)}
     disbursement: DisbursementConfig = DisbursementConfig()
     verification: VerificationConfig = Field(default_factory=VerificationConfig)
     webhooks: WebhookConfig = WebhookConfig()
@@ -389,6 +409,9 @@ class Settings(_Strict):
         for name, network in self.networks.items():
             if network.name != name:
                 object.__setattr__(network, "name", name)
+            if network.provider not in self.providers:
+                raise ValueError(f"networks.{name}.provider: {network.provider!r} is not one of the "
+                                 f"[providers] ({', '.join(sorted(self.providers))})")
         return self
 
     def enabled_networks(self) -> list[NetworkConfig]:

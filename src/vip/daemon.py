@@ -12,6 +12,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from vip import readiness
+from vip.chain.budget import Priority, budget_for
 from vip.chain.rpc import RpcClient
 from vip.clock import ChainClock, WallClock, clock_for
 from vip.config import NetworkConfig, Settings
@@ -30,17 +31,32 @@ from vip.webhooks.worker import DeliveryWorker
 log = structlog.get_logger(__name__)
 
 
+def network_client(settings: Settings, network: NetworkConfig) -> RpcClient:
+    """The network's RPC client with its budget (decision 233); its callers take views of it by priority."""
+    return RpcClient(network.name, network.rpc_url, settings.rpc,  # type: ignore[arg-type]
+                     budget_for(network, settings))
+
+
 def build_network_tasks(settings: Settings, network: NetworkConfig, engine, rpc: RpcClient):
-    """The follower and backfiller of one network (each with its own adaptive range)."""
-    def fetcher(initial: int, maximum: int) -> LogFetcher:
+    """The follower and backfiller of one network (each with its own adaptive range): the follower draws
+    from the network's budget first, the backfiller from what the follower leaves."""
+    def fetcher(client: RpcClient, initial: int, maximum: int) -> LogFetcher:
         sizer = AdaptiveRange(initial, maximum)
-        return LogFetcher(rpc, network, settings.rpc.max_addresses_per_filter, sizer,
+        return LogFetcher(client, network, settings.rpc.max_addresses_per_filter, sizer,
                           settings.indexer.max_logs_per_batch)
 
-    return (Follower(network, engine, rpc, fetcher(network.initial_block_range, network.max_block_range),
-                     settings.indexer),
-            Backfiller(network, engine, fetcher(network.history_initial_block_range,
+    follow = rpc.at(Priority.FOLLOW)
+    background = rpc.at(Priority.BACKGROUND)
+    return (Follower(network, engine, follow, fetcher(follow, network.initial_block_range,
+                                                      network.max_block_range), settings.indexer),
+            Backfiller(network, engine, fetcher(background, network.history_initial_block_range,
                                                 network.history_max_block_range)))
+
+
+def balance_refresher(settings: Settings, network: NetworkConfig, engine, rpc: RpcClient) -> BalanceRefresher:
+    """The network's balance refresher, on what the follower and the jobs leave of the budget."""
+    return BalanceRefresher(network, engine, rpc.at(Priority.BACKGROUND),
+                            max_age_s=settings.indexer.balance_max_age_s)
 
 
 def tune_runtime() -> None:
@@ -57,12 +73,12 @@ async def _health_handler(_: web.Request) -> web.Response:
     return web.json_response({"status": "ok", "role": "indexer"})
 
 
-def _ready_handler(engine, networks: list[NetworkConfig]):
+def _ready_handler(engine, networks: list[NetworkConfig], rpcs: dict[str, RpcClient] | None):
     probe = readiness.CachedReadiness()
 
     async def handler(_: web.Request) -> web.Response:
         async with aiohttp.ClientSession(trace_configs=[http_trace()]) as http:
-            problems = await probe.problems(engine, http, networks)
+            problems = await probe.problems(engine, http, networks, rpcs)
         if problems:
             return web.json_response({"status": "not_ready", "role": "indexer", "problems": problems},
                                      status=503)
@@ -71,14 +87,15 @@ def _ready_handler(engine, networks: list[NetworkConfig]):
     return handler
 
 
-async def start_metrics_server(host: str, port: int, engine=None,
-                               networks: list[NetworkConfig] | None = None) -> web.AppRunner:
-    """/metrics, /healthz (liveness) and, given the engine, /readyz (database and RPCs answer)."""
+async def start_metrics_server(host: str, port: int, engine=None, networks: list[NetworkConfig] | None = None,
+                               rpcs: dict[str, RpcClient] | None = None) -> web.AppRunner:
+    """/metrics, /healthz (liveness) and, given the engine, /readyz (database and RPCs answer; through
+    `rpcs`, the networks' budgeted clients, when given)."""
     app = web.Application()
     app.router.add_get("/metrics", _metrics_handler)
     app.router.add_get("/healthz", _health_handler)
     if engine is not None:
-        app.router.add_get("/readyz", _ready_handler(engine, networks or []))
+        app.router.add_get("/readyz", _ready_handler(engine, networks or [], rpcs))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
@@ -93,27 +110,28 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
     if not chosen:
         log.warning("no network to index: set an RPC URL (see docs/operations.md)")
     engine = create_engine(database_url, pool_size=4 + 2 * len(chosen))
+    # One client and one budget per network, shared by all its callers (decision 233).
+    rpcs = [network_client(settings, n) for n in chosen]
     runner = None
     if serve_metrics:
         runner = await start_metrics_server(settings.daemon.metrics_host, settings.daemon.metrics_port,
-                                            engine, chosen)
+                                            engine, chosen, {r.network: r for r in rpcs})
         log.info("metrics listening", url=f"http://{settings.daemon.metrics_host}:"
                                           f"{settings.daemon.metrics_port}/metrics")
-    rpcs = [RpcClient(n.name, n.rpc_url, settings.rpc) for n in chosen]  # type: ignore[arg-type]
     tasks = []
     for network, rpc in zip(chosen, rpcs, strict=True):
         follower, backfiller = build_network_tasks(settings, network, engine, rpc)
         tasks.append(asyncio.create_task(follower.run(stop), name=f"follow-{network.name}"))
         tasks.append(asyncio.create_task(backfiller.run(stop), name=f"backfill-{network.name}"))
-        tasks.append(asyncio.create_task(BalanceRefresher(
-            network, engine, rpc, max_age_s=settings.indexer.balance_max_age_s).run(stop),
+        tasks.append(asyncio.create_task(balance_refresher(settings, network, engine, rpc).run(stop),
                                          name=f"balances-{network.name}"))
         log.info("following network", network=network.name, chain_id=network.chain_id, mode=network.mode,
-                 finality=network.finality, finality_depth=network.finality_depth)
+                 finality=network.finality, finality_depth=network.finality_depth,
+                 budget=f"{rpc.budget.units_per_s:g} {rpc.budget.unit}/s")
     # Disbursement: approval confirmation, intent expiry, charge completion.
-    clock = clock_for(settings)
-    tasks += payment_tasks(settings, engine, {n.name: r for n, r in zip(chosen, rpcs, strict=True)}, clock,
-                           stop)
+    jobs = {r.network: r.at(Priority.JOBS) for r in rpcs}
+    clock = clock_for(settings, jobs)
+    tasks += payment_tasks(settings, engine, jobs, clock, stop)
     # Verification: the VIP generation job (not bound to a network; several daemons share its rows).
     vip_job = VipReportJob(settings, engine, clock, settings.platforms)
     tasks.append(asyncio.create_task(vip_job.run(stop), name="vip-report-job"))

@@ -34,9 +34,18 @@ HEAD_BLOCK = Gauge("indexer_head_block", "Latest block the network's RPC reports
                    namespace=NAMESPACE)
 INDEXED_BLOCK = Gauge("indexer_indexed_block", "Last block fully indexed (the cursor)", ["network"],
                       namespace=NAMESPACE)
-LAG_BLOCKS = Gauge("indexer_lag_blocks", "Head minus indexed block", ["network"], namespace=NAMESPACE)
+LAG_BLOCKS = Gauge("indexer_lag_blocks", "Highest head any node showed lately minus the indexed block, set "
+                   "at every attempt, stuck or not", ["network"], namespace=NAMESPACE)
 LAG_SECONDS = Gauge("indexer_lag_seconds", "Age of the last indexed block's timestamp against the head's",
                     ["network"], namespace=NAMESPACE)
+CURSOR_MOVED = Gauge("indexer_cursor_moved_timestamp_seconds",
+                     "Wall-clock time the cursor last moved forward (or the follower started)", ["network"],
+                     namespace=NAMESPACE)
+DOUBTED_BLOCKS = Counter("indexer_doubted_blocks_total",
+                         "Blocks whose logs answer was not proven complete and was asked again, by reason: "
+                         "node_behind (the node answering the logs lacked the block), logs_missing (the "
+                         "block's logsBloom names our tokens' events, the answer had none)",
+                         ["network", "reason"], namespace=NAMESPACE)
 LAST_PROGRESS = Gauge("indexer_last_progress_timestamp_seconds",
                       "Wall-clock time of the follower's last successful poll", ["network"],
                       namespace=NAMESPACE)
@@ -69,6 +78,14 @@ RPC_REQUESTS = Counter("rpc_requests_total", "JSON-RPC HTTP requests", ["network
                        namespace=NAMESPACE)
 RPC_ERRORS = Counter("rpc_errors_total", "JSON-RPC failures by kind", ["network", "method", "kind"],
                      namespace=NAMESPACE)
+RPC_BUDGET_UNITS = Counter("rpc_budget_units_total",
+                           "Units of the network's RPC budget spent (the provider's unit), by priority "
+                           "(follow, jobs, background)", ["network", "priority"], namespace=NAMESPACE)
+RPC_BUDGET_WAIT = Histogram("rpc_budget_wait_seconds", "Time a request waited for the budget, by priority",
+                            ["network", "priority"], namespace=NAMESPACE,
+                            buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60))
+RPC_BUDGET_RATE = Gauge("rpc_budget_rate", "Units per second the budget allows now (halved on a 429, back "
+                        "up with successes)", ["network"], namespace=NAMESPACE)
 RPC_LATENCY = Histogram("rpc_request_seconds", "JSON-RPC request latency", ["network", "method"],
                         namespace=NAMESPACE,
                         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 
 import aiohttp
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from vip.chain.rpc import RpcClient, RpcError
 from vip.config import NetworkConfig
 
 PROBE_TIMEOUT_S = 3.0
@@ -51,11 +53,26 @@ async def rpc_problem(http: aiohttp.ClientSession, network: NetworkConfig) -> st
     return None
 
 
-async def readiness(engine: AsyncEngine, http: aiohttp.ClientSession,
-                    networks: list[NetworkConfig]) -> dict[str, str]:
-    """Each dependency's problem, by name (`database`, `rpc:<network>`); empty when the process is ready."""
+async def client_problem(rpc: RpcClient) -> str | None:
+    """`rpc_problem` through the daemon's own client of the network, so the probe draws from the network's
+    RPC budget like every other caller (decision 233)."""
+    try:
+        async with asyncio.timeout(PROBE_TIMEOUT_S):
+            await rpc.call("eth_blockNumber", max_attempts=1)
+    except TimeoutError:
+        return f"no answer within {PROBE_TIMEOUT_S:g} s"
+    except RpcError as exc:
+        return exc.kind
+    return None
+
+
+async def readiness(engine: AsyncEngine, http: aiohttp.ClientSession, networks: list[NetworkConfig],
+                    rpcs: Mapping[str, RpcClient] | None = None) -> dict[str, str]:
+    """Each dependency's problem, by name (`database`, `rpc:<network>`); empty when the process is ready.
+    A network with a client in `rpcs` (the daemon's) is asked through it, others over `http`."""
     names = ["database", *(f"rpc:{n.name}" for n in networks)]
-    found = await asyncio.gather(database_problem(engine), *(rpc_problem(http, n) for n in networks))
+    found = await asyncio.gather(database_problem(engine), *(
+        client_problem(rpcs[n.name]) if rpcs and n.name in rpcs else rpc_problem(http, n) for n in networks))
     return {name: problem for name, problem in zip(names, found, strict=True) if problem is not None}
 
 
@@ -70,10 +87,10 @@ class CachedReadiness:
         self._at: float | None = None  # time.monotonic() of the last probe
         self._lock = asyncio.Lock()
 
-    async def problems(self, engine: AsyncEngine, http: aiohttp.ClientSession,
-                       networks: list[NetworkConfig]) -> dict[str, str]:
+    async def problems(self, engine: AsyncEngine, http: aiohttp.ClientSession, networks: list[NetworkConfig],
+                       rpcs: Mapping[str, RpcClient] | None = None) -> dict[str, str]:
         async with self._lock:
             if self._at is None or time.monotonic() - self._at >= self.ttl_s:
-                self._answer = await readiness(engine, http, networks)
+                self._answer = await readiness(engine, http, networks, rpcs)
                 self._at = time.monotonic()
             return dict(self._answer)

@@ -150,7 +150,7 @@ def indexer_settings(*networks: NetworkConfig, timeout_s: float = 2.0) -> Settin
     return Settings(
         networks={n.name: n for n in networks},
         rpc=RpcConfig(timeout_s=timeout_s, max_attempts=4, backoff_base_s=0.01, backoff_cap_s=0.2,
-                      max_requests_per_s=2000, min_requests_per_s=50),
+                      max_requests_per_s=2000),
         indexer=IndexerConfig(lag_grace_s=0.5, max_logs_per_batch=5000),
         platforms=load_platforms(),
     )

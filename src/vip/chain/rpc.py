@@ -19,8 +19,9 @@ import orjson
 import structlog
 
 from vip import metrics
+from vip.chain.budget import Priority, RpcBudget
 from vip.chain.range_errors import block_range_cap, is_range_too_large, suggested_range_size
-from vip.chain.throttle import AdaptiveRateLimiter, backoff_delay
+from vip.chain.throttle import backoff_delay
 from vip.config import RpcConfig
 from vip.store.transaction_guard import check_no_transaction
 
@@ -145,15 +146,42 @@ def _classified(method: str, params: list[Any], error: dict[str, Any]) -> RpcErr
     return TransientRpcError(method, message)
 
 
-class RpcClient:
-    """JSON-RPC over HTTP for one network endpoint."""
+class _Session:
+    """The HTTP session a client and its priority views share."""
 
-    def __init__(self, network: str, url: str, config: RpcConfig) -> None:
+    def __init__(self, config: RpcConfig) -> None:
+        self.config = config
+        self.http: aiohttp.ClientSession | None = None
+
+    def get(self) -> aiohttp.ClientSession:
+        if self.http is None or self.http.closed:
+            self.http = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.config.timeout_s),
+                connector=aiohttp.TCPConnector(limit=16, force_close=False),
+            )
+        return self.http
+
+
+class RpcClient:
+    """JSON-RPC over HTTP for one network endpoint, drawing every item from the network's budget
+    (`chain.budget`) at this client's priority. `at(priority)` is a view of the same client (one session,
+    one budget) for another caller."""
+
+    def __init__(self, network: str, url: str, config: RpcConfig, budget: RpcBudget | None = None,
+                 priority: Priority = Priority.FOLLOW, *, _session: _Session | None = None) -> None:
         self.network = network
         self.url = url
         self.config = config
-        self.limiter = AdaptiveRateLimiter(config.max_requests_per_s, config.min_requests_per_s)
-        self._session: aiohttp.ClientSession | None = None
+        # Without a configured budget: the service-wide `rpc.max_requests_per_s`, every item one unit.
+        self.budget = budget if budget is not None else RpcBudget(
+            network, config.max_requests_per_s, {}, 1.0, reserve=config.reserve_for_following)
+        self.priority = priority
+        self._owner = _session is None
+        self._session = _session if _session is not None else _Session(config)
+
+    def at(self, priority: Priority) -> RpcClient:
+        """This client for a caller of another priority (same session, same budget)."""
+        return RpcClient(self.network, self.url, self.config, self.budget, priority, _session=self._session)
 
     async def __aenter__(self) -> RpcClient:
         return self
@@ -161,26 +189,25 @@ class RpcClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self.config.timeout_s),
-                connector=aiohttp.TCPConnector(limit=16, force_close=False),
-            )
-        return self._session
-
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        if self._owner and self._session.http is not None:
+            await self._session.http.close()
 
-    async def _post(self, payload: Any, label: str) -> Any:
+    def batch_limits(self) -> tuple[int, float]:
+        """The most items and budget units one HTTP request of this caller may carry."""
+        return self.config.max_batch_size, self.budget.limit(self.priority)
+
+    def weight(self, method: str) -> float:
+        return self.budget.weight(method)
+
+    async def _post(self, payload: Any, label: str, cost: float) -> Any:
         """One HTTP round trip; raises a classified error for HTTP/transport failures."""
         check_no_transaction(f"rpc {label}", network=self.network)
-        await self.limiter.acquire()
+        await self.budget.acquire(cost, self.priority)
         metrics.RPC_REQUESTS.labels(self.network, label).inc()
         started = time.perf_counter()
         try:
-            async with self._http().post(
+            async with self._session.get().post(
                 self.url, data=orjson.dumps(payload), headers={"Content-Type": "application/json"}
             ) as resp:
                 body = await resp.read()
@@ -204,9 +231,12 @@ class RpcClient:
             try:
                 result = await attempt_once()
             except RpcError as exc:
-                metrics.RPC_ERRORS.labels(self.network, label, exc.kind).inc()
-                if isinstance(exc, (RateLimitedError, RpcTimeoutError)):
-                    self.limiter.on_throttled()
+                # The failing item's method (an eth_getLogs refused inside a batch counts as eth_getLogs).
+                metrics.RPC_ERRORS.labels(self.network, exc.method, exc.kind).inc()
+                if isinstance(exc, RateLimitedError):
+                    # The provider's view of the budget (other processes on the key spend it too): the
+                    # network's bucket empties and refills at half the rate, for every caller.
+                    self.budget.on_throttled()
                 if not isinstance(exc, TransientRpcError) or attempt + 1 >= attempts:
                     raise
                 delay = backoff_delay(attempt, self.config.backoff_base_s, self.config.backoff_cap_s)
@@ -218,7 +248,7 @@ class RpcClient:
                             error=exc.message[:200], delay_s=round(delay, 3))
                 await asyncio.sleep(delay)
             else:
-                self.limiter.on_success()
+                self.budget.on_success()
                 return result
         raise AssertionError("unreachable")
 
@@ -228,19 +258,46 @@ class RpcClient:
 
         async def once() -> Any:
             reply = await self._post({"jsonrpc": "2.0", "id": next(_ids), "method": method,
-                                      "params": params}, method)
+                                      "params": params}, method, self.weight(method))
             if "error" in reply:
                 raise _classify(method, params, reply["error"])
             return reply.get("result")
 
         return await self._with_retries(method, once, max_attempts)
 
+    def split(self, calls: list[tuple[str, list[Any]]]) -> list[list[tuple[str, list[Any]]]]:
+        """`calls` cut into HTTP requests of at most `rpc.max_batch_size` items and of at most what this
+        caller's budget allows one request to cost."""
+        items, units = self.batch_limits()
+        chunks: list[list[tuple[str, list[Any]]]] = []
+        cost = 0.0
+        for call in calls:
+            weight = self.weight(call[0])
+            if not chunks or len(chunks[-1]) >= items or (cost + weight > units and chunks[-1]):
+                chunks.append([])
+                cost = 0.0
+            chunks[-1].append(call)
+            cost += weight
+        return chunks
+
     async def batch(self, calls: list[tuple[str, list[Any]]], *,
                     max_attempts: int | None = None) -> list[Any]:
-        """Several calls in one HTTP request; results in order. Any failed item fails the batch."""
+        """Several calls, results in order: one HTTP request per chunk of `split` (each chunk may reach
+        another node behind a load balancer; use `batch_one` when the answers must come from one node).
+        Any failed item fails the batch."""
+        results: list[Any] = []
+        for chunk in self.split(calls):
+            results += await self.batch_one(chunk, max_attempts=max_attempts)
+        return results
+
+    async def batch_one(self, calls: list[tuple[str, list[Any]]], *,
+                        max_attempts: int | None = None) -> list[Any]:
+        """Several calls in one HTTP request (so one node answers them all), results in order; the caller
+        keeps it within `batch_limits`. Any failed item fails the batch."""
         if not calls:
             return []
         label = calls[0][0] if len({m for m, _ in calls}) == 1 else "batch"
+        cost = self.budget.cost(m for m, _ in calls)
 
         async def once() -> list[Any]:
             first = next(_ids)
@@ -248,7 +305,7 @@ class RpcClient:
                        for i, (m, p) in enumerate(calls)]
             for _ in range(len(calls) - 1):
                 next(_ids)
-            reply = await self._post(payload, label)
+            reply = await self._post(payload, label, cost)
             if not isinstance(reply, list):
                 error = reply.get("error", {"message": "batch answered with a single object"})
                 raise _classify(label, [], error)
@@ -275,12 +332,7 @@ class RpcClient:
 
     async def get_blocks(self, numbers: list[int]) -> list[dict[str, Any] | None]:
         """Blocks (without transactions) by number; None where the node has no such block."""
-        results: list[dict[str, Any] | None] = []
-        size = self.config.max_batch_size
-        for chunk_start in range(0, len(numbers), size):
-            chunk = numbers[chunk_start:chunk_start + size]
-            results += await self.batch([("eth_getBlockByNumber", [hex(n), False]) for n in chunk])
-        return results
+        return await self.batch([("eth_getBlockByNumber", [hex(n), False]) for n in numbers])
 
     async def get_logs(self, filter_params: dict[str, Any]) -> list[dict[str, Any]]:
         # Two attempts only: a persistent failure should shrink the range, which the caller does.

@@ -27,6 +27,7 @@ from vip.cli.secrets import add_secrets_parser, run_secrets_command
 from vip.cli.sign_in_domains import add_sign_in_domains_parser, run_sign_in_domains_command
 from vip.cli.staff import add_staff_parser, run_staff_command
 from vip.cli.trigger import add_trigger_parser, run_trigger
+from vip.cli.watch import add_watch_parser, run_watch_command
 from vip.cli.webhooks import add_webhooks_parser, run_webhooks_command
 from vip.config import Settings, load_settings
 from vip.daemon import run_daemon
@@ -143,18 +144,7 @@ def cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
-    start_time = datetime.fromisoformat(args.start_time) if args.start_time else None
-
-    async def main() -> None:
-        engine = create_engine(database_url(settings))
-        async with engine.begin() as conn:
-            added = await store.add_watched_address(conn, args.network, args.address, args.reason,
-                                                    start_block=args.start_block, start_time=start_time)
-        await engine.dispose()
-        print("watching" if added else "already watched", args.address, "on", args.network)
-
-    asyncio.run(main())
-    return 0
+    return run_watch_command(settings, database_url(settings), args)
 
 
 def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
@@ -365,16 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_trigger_parser(sub).set_defaults(func=run_trigger)
     add_secrets_parser(sub).set_defaults(func=cmd_secrets)
 
-    watch = sub.add_parser("watch", help="add an address to a network's watch set (backfilled)")
-    watch.add_argument("network", help="a configured network (ethereum, polygon, base, arbitrum, local...)")
-    watch.add_argument("address", help="0x address, any case")
-    watch.add_argument("--reason", default="wallet", choices=["wallet", "counterparty", "spender"],
-                       help="why it is watched (a counterparty is followed for fraud tracing)")
-    start = watch.add_mutually_exclusive_group()
-    start.add_argument("--start-block", type=int,
-                       help="backfill from this block (default: the network's start block)")
-    start.add_argument("--start-time", help="ISO 8601; the first block at or after it is found by bisection")
-    watch.set_defaults(func=cmd_watch)
+    add_watch_parser(sub).set_defaults(func=cmd_watch)
     add_time_travel_parser(sub)
     return parser
 

@@ -9,19 +9,24 @@ PROFILES and in docs/operations.md "Choosing a provider plan"):
   10,000 logs of Infura and Alchemy) with the provider's own error code, text and suggested range; on
   Alchemy a query of at most `uncapped_range` blocks has no result cap, a wider one any range under it;
 - a cap on the values of a filter (`max_filter_values`: Infura's 5,000 parameters);
-- a request-rate limit (`requests_per_s`, every item of a batch counted, as the providers count them)
-  answered with HTTP 429 and `Retry-After`;
+- a per-second budget in the provider's own unit (`units_per_s`; each method weighs what the provider
+  bills for it, `weights`, every item of a batch counted, as the providers count them) answered with HTTP
+  429 and `Retry-After`;
 - a batch cap (`batch_cap`);
 - intermittent 5xx and time-outs (`FaultRates`, seeded);
-- load-balanced nodes whose heads differ by a few blocks (`node_lags`): a lagging node answers with its
-  own head, has no block above it, clamps a log query to it without saying so, and misses the logs of
-  its newest `missing_log_blocks` blocks (its log index trails its headers);
+- load-balanced nodes whose heads differ by a few blocks (`node_lags`; each HTTP request, a whole batch,
+  reaches one of them): a lagging node answers with its own head, has no block above it (by number or
+  by hash), answers `eth_getLogs` past its head with an empty, error-free result, refuses `eth_getLogs`
+  by the hash of a block it lacks (EIP-234's error), and misses the logs of its newest
+  `missing_log_blocks` blocks (its log index trails its headers; by hash it reads the block's receipts);
+  with `catch_up_s` it has every block out for that long (a quiet chain's nodes converge);
 - the `safe` and `finalized` tags: Anvil answers them itself (latest - 32 and latest - 64 with the
   default `--slots-in-an-epoch 32`); `finalized_depth`/`safe_depth` make the stand-in answer them as
   that many blocks behind each node's head instead (a chain's own finality, e.g. an L2's).
 
 Every random draw comes from `random.Random(seed)` under a lock, in arrival order. `calls` counts items
-by method, `refusals` the answers the stand-in made up by kind, `http_requests` the HTTP requests,
+by method, `units` the units of the items it answered (refused requests are not billed), `refusals` the
+answers the stand-in made up by kind, `http_requests` the HTTP requests,
 `lagged_requests` those a lagging node answered, `transfers_served` the transfers of the Transfers API's
 answers.
 The server runs on its own thread and event loop, so synchronous code, any asyncio loop and child
@@ -35,7 +40,7 @@ import contextlib
 import random
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -96,7 +101,10 @@ class ProviderProfile:
     uncapped_range: int = 0  # queries of at most this many blocks have no result cap (Alchemy: 2,000)
     max_filter_values: int | None = None
     batch_cap: int | None = None
-    requests_per_s: float | None = None
+    units_per_s: float | None = None
+    # What each method costs in the provider's unit (a method not listed: `default_weight`).
+    weights: tuple[tuple[str, int], ...] = ()
+    default_weight: int = 1
     range_error: Callable[[int], tuple[int, str]] = _generic_range_error
     results_error: Callable[[int, int], tuple[int, str]] = _generic_results_error
     rate_limit_body: dict[str, Any] = field(default_factory=lambda: {
@@ -112,7 +120,9 @@ PROFILES: dict[str, ProviderProfile] = {
     # cap of 10K logs"; 1,000 requests per HTTP batch (under 50 recommended).
     "alchemy": ProviderProfile(
         name="alchemy", result_cap=10_000, uncapped_range=2_000, batch_cap=1_000,
-        results_error=_alchemy_results_error, asset_transfers=True,
+        results_error=_alchemy_results_error, asset_transfers=True, default_weight=20,
+        weights=(("eth_chainId", 0), ("eth_blockNumber", 10), ("eth_call", 26), ("eth_getLogs", 60),
+                 ("eth_sendRawTransaction", 40), ("alchemy_getAssetTransfers", 120)),
         rate_limit_body={"code": 429, "message": "Your app has exceeded its compute units per second "
                                                  "capacity. If you have retries enabled, you can safely "
                                                  "ignore this message."},
@@ -120,26 +130,29 @@ PROFILES: dict[str, ProviderProfile] = {
                  "https://www.alchemy.com/docs/reference/batch-requests",
                  "https://www.alchemy.com/docs/best-practices-when-using-alchemy",
                  "https://docs.alchemy.com/alchemy/enhanced-apis/transfers-api",
+                 "https://www.alchemy.com/docs/reference/compute-unit-costs",
                  "https://github.com/ethers-io/ethers.js/issues/4703")),
     # No block-range cap; at most 10,000 results, 5,000 parameters and 10 s per query (-32005 with a
     # suggested range); throughput in credits per second answered with HTTP 429 (free tier 500 credits/s).
     "infura": ProviderProfile(
         name="infura", result_cap=10_000, max_filter_values=5_000,
-        results_error=_infura_results_error,
+        results_error=_infura_results_error, default_weight=80, weights=(("eth_getLogs", 255),),
         rate_limit_body={"code": 429, "event": -33300, "message": "Too Many Requests",
                          "details": "You have surpassed your user-defined key throughput limit setting."},
         sources=("https://docs.metamask.io/services/reference/ethereum/json-rpc-methods/eth_getlogs",
                  "https://docs.metamask.io/services/how-to/avoid-rate-limiting",
                  "https://docs.metamask.io/services/get-started/pricing",
-                 "https://docs.metamask.io/services/how-to/make-batch-requests")),
+                 "https://docs.metamask.io/services/how-to/make-batch-requests",
+                 "https://docs.metamask.io/services/get-started/pricing/credit-cost")),
     # Paid plans: 10,000 blocks per eth_getLogs (5 on the free trial); credits per second answered with
     # HTTP 429, every item of a batch counted.
     "quicknode": ProviderProfile(
-        name="quicknode", range_cap=10_000, range_error=_quicknode_range_error,
+        name="quicknode", range_cap=10_000, range_error=_quicknode_range_error, default_weight=20,
         rate_limit_body={"code": 429, "message": "429 Client Error: Too Many Requests"},
         sources=("https://www.quicknode.com/docs/ethereum/eth_getLogs",
                  "https://www.quicknode.com/docs/polygon/eth_getLogs",
-                 "https://support.quicknode.com/articles/2335544672-429-errors-explained")),
+                 "https://support.quicknode.com/articles/2335544672-429-errors-explained",
+                 "https://www.quicknode.com/api-credits/eth")),
     # A public/shared endpoint with a small block-range cap (BlockPI: 1,024 blocks).
     "blockpi": ProviderProfile(
         name="blockpi", range_cap=1_024, range_error=_blockpi_range_error,
@@ -170,7 +183,7 @@ class FaultRates:
 
 
 class _Bucket:
-    """Token bucket of `rate` items per second, one second of burst."""
+    """Token bucket of `rate` units per second, one second of burst."""
 
     def __init__(self, rate: float) -> None:
         self.rate, self.tokens, self.at = rate, rate, time.monotonic()
@@ -205,26 +218,35 @@ class ProviderStandIn(RpcFrontServer):
     def __init__(self, upstream_url: str, profile: str | ProviderProfile = "node", *,
                  faults: FaultRates | None = None, node_lags: tuple[int, ...] = (0,),
                  missing_log_blocks: int = 0, finalized_depth: int | None = None,
-                 safe_depth: int | None = None, requests_per_s: float | None = None,
-                 index_faults: IndexFaults | None = None) -> None:
+                 safe_depth: int | None = None, units_per_s: float | None = None,
+                 index_faults: IndexFaults | None = None, batch_cap: int | None = None,
+                 catch_up_s: float | None = None) -> None:
         base = PROFILES[profile] if isinstance(profile, str) else profile
-        self.profile = replace(base, requests_per_s=requests_per_s) if requests_per_s else base
+        self.profile = replace(base, units_per_s=units_per_s or base.units_per_s,
+                               batch_cap=batch_cap or base.batch_cap)
+        self._weights = dict(self.profile.weights)
         super().__init__(upstream_url)
         self.faults = faults or FaultRates()
         self.node_lags = node_lags
         self.missing_log_blocks = missing_log_blocks
+        # A lagging node has every block out for this long, however far it trails while blocks come (a
+        # quiet chain's nodes converge); None: it trails forever by its lag.
+        self.catch_up_s = catch_up_s
+        self._first_seen: dict[int, float] = {}  # real head numbers and when the stand-in first saw them
         self.finalized_depth = finalized_depth
         self.safe_depth = safe_depth
         self.index_faults = index_faults or IndexFaults()
         self._decimals: dict[str, int] = {}
         self.calls: Counter[str] = Counter()
+        self.units = 0.0
         self.refusals: Counter[str] = Counter()
         self.http_requests = 0
         self.lagged_requests = 0
         self.transfers_served = 0  # transfers alchemy_getAssetTransfers answered with
         self._rng = random.Random(self.faults.seed)
+        self._scripted: deque[int] = deque()  # lags of the nodes the next requests reach, in order
         self._lock = threading.Lock()
-        self._bucket = _Bucket(self.profile.requests_per_s) if self.profile.requests_per_s else None
+        self._bucket = _Bucket(self.profile.units_per_s) if self.profile.units_per_s else None
 
     def set_faults(self, faults: FaultRates) -> None:
         with self._lock:
@@ -233,6 +255,12 @@ class ProviderStandIn(RpcFrontServer):
     def set_nodes(self, node_lags: tuple[int, ...], missing_log_blocks: int = 0) -> None:
         with self._lock:
             self.node_lags, self.missing_log_blocks = node_lags, missing_log_blocks
+
+    def script_nodes(self, *lags: int) -> None:
+        """The next HTTP requests reach nodes this many blocks behind, in this order (then the draw from
+        `node_lags` resumes): a test decides which node answers which request."""
+        with self._lock:
+            self._scripted.extend(lags)
 
     async def _upstream(self, payload: Any) -> Any:
         async with self._session.post(self.upstream_url, data=orjson.dumps(payload),
@@ -246,14 +274,17 @@ class ProviderStandIn(RpcFrontServer):
             return web.json_response(_error({}, -32700, "parse error"))
         batch = isinstance(parsed, list)
         items = [i for i in (parsed if batch else [parsed]) if isinstance(i, dict)]
+        cost = sum(self._weights.get(str(i.get("method")), self.profile.default_weight) for i in items)
         with self._lock:
             self.http_requests += 1
             self.calls.update(str(i.get("method")) for i in items)
             u_fault, status = self._rng.random(), self._rng.choice((502, 503))
-            lag = self._rng.choice(self.node_lags)
+            lag = self._scripted.popleft() if self._scripted else self._rng.choice(self.node_lags)
             self.lagged_requests += lag > 0
             faults, missing = self.faults, self.missing_log_blocks
-            throttled = self._bucket is not None and not self._bucket.take(max(len(items), 1))
+            throttled = self._bucket is not None and not self._bucket.take(max(cost, 1))
+            if not throttled:
+                self.units += cost
         profile = self.profile
         if throttled:
             self.refusals["rate_limited"] += 1
@@ -289,6 +320,14 @@ class ProviderStandIn(RpcFrontServer):
         by_id = {r["id"]: r.get("result") for r in replies}
         real = int(by_id[1], 16)
         node = max(real - lag, 0)
+        if self.catch_up_s is not None:
+            now = time.monotonic()
+            with self._lock:
+                self._first_seen.setdefault(real, now)
+                settled = [n for n, at in self._first_seen.items() if at <= now - self.catch_up_s]
+                for n in [n for n in self._first_seen if n < real - 64]:
+                    del self._first_seen[n]
+            node = min(real, max([node, *settled]))
         tags = {}
         for tag, depth, reply in (("safe", self.safe_depth, by_id[2]), ("finalized", self.finalized_depth,
                                                                           by_id[3])):
@@ -314,6 +353,12 @@ class ProviderStandIn(RpcFrontServer):
                 if number > heads["node"]:
                     return _result(item, None)
                 return await self._forward(item, [hex(number), *params[1:]])
+            if method == "eth_getBlockByHash" and params:
+                reply = await self._forward(item, params)
+                block = reply.get("result")
+                if isinstance(block, dict) and int(block["number"], 16) > heads["node"]:
+                    return _result(item, None)  # a block this node has not reached
+                return reply
             if method == "eth_getLogs" and params and isinstance(params[0], dict):
                 return await self._get_logs(item, params[0], lag, missing, heads)
             if method == "alchemy_getAssetTransfers":
@@ -339,6 +384,12 @@ class ProviderStandIn(RpcFrontServer):
             return _error(item, -32602, f"filter has {values} topic and address values; at most "
                                         f"{profile.max_filter_values} are accepted")
         if "blockHash" in query:
+            block = (await self._upstream({"jsonrpc": "2.0", "id": 1, "method": "eth_getBlockByHash",
+                                           "params": [query["blockHash"], False]})).get("result")
+            if not block or int(block["number"], 16) > heads["node"]:
+                # EIP-234: a node that does not know the block refuses rather than answer nothing.
+                self.refusals["unknown_block_hash"] += 1
+                return _error(item, -32000, f"unknown block {query['blockHash']}")
             return await self._forward(item, [query])
         first = self._block(query.get("fromBlock"), heads)
         asked_last = self._block(query.get("toBlock"), heads)
