@@ -22,7 +22,8 @@ import requests
 from tests.support.live_api import LiveApi, live_api_fixture  # noqa: F401 (the module's fixture)
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.timeout(300)
+# Every test here runs a client generator (and node) in a subprocess.
+pytestmark = [pytest.mark.timeout(300), pytest.mark.e2e]
 NODE_BIN = REPO_ROOT / "node_modules" / ".bin"
 PACKAGE = "vip_generated_client"
 
@@ -94,6 +95,7 @@ def journey_in_python(live_api: LiveApi) -> None:
 TS_JOURNEY = """
 import createClient from "openapi-fetch";
 import type { paths } from "./schema.js";
+
 
 const api = createClient<paths>({ baseUrl: BASE_URL, headers: { Authorization: `Bearer ${API_KEY}` } });
 

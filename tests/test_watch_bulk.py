@@ -10,10 +10,14 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 
+import pytest
 from sqlalchemy import func, select
 
 from vip.indexer import store
 from vip.store.tables import watched_addresses
+
+# Every test here runs `vip watch` in a subprocess.
+pytestmark = pytest.mark.e2e
 
 MANY = 70_000  # more than one statement may bind parameters
 
