@@ -96,7 +96,6 @@ TS_JOURNEY = """
 import createClient from "openapi-fetch";
 import type { paths } from "./schema.js";
 
-
 const api = createClient<paths>({ baseUrl: BASE_URL, headers: { Authorization: `Bearer ${API_KEY}` } });
 
 function check(condition: boolean, what: string): void {
