@@ -161,7 +161,7 @@ def _body_constraints(schemas: dict[str, Any], served: ServedValues) -> None:
     p = {name: schemas[name]["properties"] for name in (
         "ConnectWallet", "FundingWalletNonce", "RegisterFundingWallet", "CreatePaymentIntent",
         "TimeTravelRequest", "CreatePersona", "DirectPlatformConnection", "DirectRecord",
-        "CreateWebhookEndpoint")}
+        "CreateWebhookEndpoint", "RegisterSignInDomain")}
     for model in ("ConnectWallet", "FundingWalletNonce"):
         p[model]["network"] = _one_of(served.enabled, "network", p[model]["network"])
     intent = p["CreatePaymentIntent"]
@@ -200,6 +200,11 @@ def _body_constraints(schemas: dict[str, Any], served: ServedValues) -> None:
                                      "required": ["direction"]}
     schemas["DirectRecord"]["then"] = {"required": ["from_reference"],
                                        "properties": {"from_reference": {"type": "string"}}}
+    # The stored form is lower-case; a port is 1-65535.
+    p["RegisterSignInDomain"]["domain"]["pattern"] = (
+        rf"^(?=[^:]{{1,253}}(?::|$)){HOST_LABEL}(?:\.{HOST_LABEL})*"
+        r"(?::(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?$")
+    _describe(p["RegisterSignInDomain"]["uri_prefixes"], "Each on the domain itself")
     endpoint = p["CreateWebhookEndpoint"]
     scheme = "https?" if served.allow_http else "https"
     local = "" if served.allow_http else r"(?![^/?#]*(?:localhost|\.local|\.internal)\.?(?:[:/?]|$))"

@@ -10,6 +10,7 @@ is sent, and nothing else is touched:
   relaying a refusal is its purpose);
 - rules relative to the service's clock: a pushed record is not dated after today; time travel goes
   forward from the head (`to_timestamp` left out);
+- a sign-in domain's URI prefixes, each on the domain itself (left out: the default prefix);
 - rules across query parameters: `wash_trade` and `circular` come with include_filtered=true, from_date
   is not after to_date.
 Every address the document marks `evm-address` is generated valid (checksummed, or one case)."""
@@ -66,6 +67,8 @@ class SchemaValidRequests:
                 if all(ends) and str(ends[0]) > str(ends[1]):
                     query["from_date"], query["to_date"] = ends[1], ends[0]
         if isinstance(body, dict):
+            if path == "/v1/sign-in-domains":
+                body.pop("uri_prefixes", None)  # each must be on the generated domain: the default is
             if path == "/v1/dev/time-travel":
                 body.pop("to_timestamp", None)
             if path == "/v1/connect/platform/direct":
