@@ -36,13 +36,7 @@ LABELLED, SKIPPED, BUSY = "labelled", "skipped", "busy"
 class LabellingJob(QueueJob):
     """One worker of the labelling queue. `run_once` does one step (tests call it directly)."""
 
-    job, log, failure_message = JOB, log, "labelling failed"
-
-    async def oldest_pending_age(self, conn: AsyncConnection, now: datetime) -> float:
-        return await label_queue.oldest_pending_age(conn, now)
-
-    async def take_due(self, conn: AsyncConnection, now: datetime) -> Any:
-        return await label_queue.take_due(conn, now)
+    job, log, failure_message, queue = JOB, log, "labelling failed", label_queue
 
     def bind(self, row: Any) -> FilteringBoundLogger:
         return log.bind(user_id=row.user_id, queue_id=row.id)

@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from types import ModuleType
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -47,13 +48,15 @@ def history_from(periods: Sequence[str], records: Sequence[IncomeRecord],
 
 
 class QueueJob:
-    """One worker of a job's queue. A job names itself (`job`, its log) and says how its queue is read
-    (`oldest_pending_age`, `take_due`), how a row is worked (`work`), what a failure does to the row
-    (`failed`) and what a worked row counts as (`finished`). `run_once` does one step (tests call it)."""
+    """One worker of a job's queue. A job names itself (`job`, its log), its queue (`queue`: a store module
+    with `oldest_pending_age(conn, now)` and `take_due(conn, now)`), and says how a row is worked (`work`),
+    what a failure does to the row (`failed`) and what a worked row counts as (`finished`). `run_once` does
+    one step (tests call it)."""
 
     job: str
     log: FilteringBoundLogger
     failure_message: str
+    queue: ModuleType
 
     def __init__(self, settings: Settings, engine: AsyncEngine, clock: Clock,
                  platforms: Mapping[str, PlatformConfig]) -> None:
@@ -72,8 +75,8 @@ class QueueJob:
         """Work one due row; False when there was none (or the row waits: see `finished`)."""
         now = await self.clock.now()
         async with self.engine.begin() as conn:
-            metrics.JOB_OLDEST_PENDING.labels(self.job).set(await self.oldest_pending_age(conn, now))
-            row = await self.take_due(conn, now)
+            metrics.JOB_OLDEST_PENDING.labels(self.job).set(await self.queue.oldest_pending_age(conn, now))
+            row = await self.queue.take_due(conn, now)
             if row is None:
                 return False
             bound = self.bind(row)
@@ -91,12 +94,6 @@ class QueueJob:
         return self.finished(result, time.perf_counter() - started, bound)
 
     # --- what each job says ----------------------------------------------------------------------------
-
-    async def oldest_pending_age(self, conn: AsyncConnection, now: datetime) -> float:
-        raise NotImplementedError
-
-    async def take_due(self, conn: AsyncConnection, now: datetime) -> Any:
-        raise NotImplementedError
 
     def bind(self, row: Any) -> FilteringBoundLogger:
         raise NotImplementedError

@@ -35,13 +35,7 @@ GENERATION_FAILED = "ERR_VIP_GENERATION_FAILED"
 class VipReportJob(QueueJob):
     """One worker of the VIP job. `run_once` does one step (tests call it directly)."""
 
-    job, log, failure_message = JOB, log, "VIP generation failed"
-
-    async def oldest_pending_age(self, conn: AsyncConnection, now: datetime) -> float:
-        return await vip_reports.oldest_pending_age(conn, now)
-
-    async def take_due(self, conn: AsyncConnection, now: datetime) -> Any:
-        return await vip_reports.take_due(conn, now)
+    job, log, failure_message, queue = JOB, log, "VIP generation failed", vip_reports
 
     def bind(self, row: Any) -> FilteringBoundLogger:
         return log.bind(vip_id=row.id, user_id=row.user_id, lookback_months=row.lookback_months)
