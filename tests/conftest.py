@@ -13,6 +13,7 @@ from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.dashboard import dashboard  # noqa: F401 (the dashboard's browser fixture)
 from tests.support.db import TestDatabases
+from tests.support.payments import payments_api
 from tests.support.webhooks import Receiver
 from vip.config import WebhookConfig
 from vip.devstack.anvil import AnvilNode, start_anvil
@@ -105,3 +106,11 @@ async def receiver() -> AsyncIterator[Receiver]:
     r = await Receiver().start()
     yield r
     await r.stop()
+
+
+@pytest.fixture
+async def pay_api(aiohttp_client, database_url, engine, session_chain) -> AsyncIterator[ApiHarness]:
+    """The API with disbursement configured on the session chain (the charge daemon in-process). A test
+    file that needs its own chain or other disbursement settings defines its own `pay_api`."""
+    async with payments_api(aiohttp_client, database_url, engine, session_chain) as harness:
+        yield harness

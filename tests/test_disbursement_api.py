@@ -4,42 +4,29 @@ never confirming more than it pays, 20 concurrent charges of one intent paying o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from decimal import Decimal
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
-from tests.support.api import ApiHarness
 from tests.support.payments import (
     approve,
     balance,
     borrower,
     confirmed_intent,
+    count,
     create_intent,
     daemon,
     disbursed_logs,
     event_types,
     intent_body,
     lender,
-    payments_api,
     post_json,
     register_funding_wallet,
     wait_intent_status,
 )
 from vip.payments.rules import chain_intent_id
 from vip.store.tables import charges, organisations, payment_intents
-
-
-@pytest.fixture
-async def pay_api(aiohttp_client, database_url, engine, session_chain) -> AsyncIterator[ApiHarness]:
-    async with payments_api(aiohttp_client, database_url, engine, session_chain) as harness:
-        yield harness
-
-
-async def count(api: ApiHarness, table) -> int:
-    async with api.engine.connect() as conn:
-        return await conn.scalar(select(func.count()).select_from(table))
 
 
 @pytest.mark.parametrize(("change", "status", "code", "field"), [

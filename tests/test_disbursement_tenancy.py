@@ -7,20 +7,20 @@ a database that says the wrong thing."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from eth_account import Account
 from eth_utils import to_checksum_address
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 
 from tests.support.api import ApiHarness
 from tests.support.payments import (
     approve,
     balance,
     borrower,
+    count,
     create_intent,
     daemon,
     funding_challenge,
@@ -28,7 +28,6 @@ from tests.support.payments import (
     lender,
     organisation_id,
     organisation_spender,
-    payments_api,
     personal_sign,
     post_json,
     register_funding_wallet,
@@ -48,17 +47,6 @@ from vip.store.tables import funding_wallet_nonces, funding_wallets, payment_int
 
 A, B = "acme", "beta"
 USDC = "USDC"
-
-
-@pytest.fixture
-async def pay_api(aiohttp_client, database_url, engine, session_chain) -> AsyncIterator[ApiHarness]:
-    async with payments_api(aiohttp_client, database_url, engine, session_chain) as harness:
-        yield harness
-
-
-async def count(api: ApiHarness, table) -> int:
-    async with api.engine.connect() as conn:
-        return await conn.scalar(select(func.count()).select_from(table))
 
 
 async def forged_intent(api: ApiHarness, chain, *, org: str, who, funding: str, amount: int,

@@ -8,7 +8,6 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import func, select
@@ -21,18 +20,11 @@ from tests.support.payments import (
     daemon,
     intent_body,
     lender,
-    payments_api,
     post_json,
     register_funding_wallet,
     wait_intent_status,
 )
 from vip.store.tables import funding_wallets, payment_intents
-
-
-@pytest.fixture
-async def pay_api(aiohttp_client, database_url, engine, session_chain) -> AsyncIterator[ApiHarness]:
-    async with payments_api(aiohttp_client, database_url, engine, session_chain) as harness:
-        yield harness
 
 
 def vip(*args: str, database_url: str, expect: int = 0) -> subprocess.CompletedProcess:

@@ -21,7 +21,7 @@ FLOORS: list[set[str]] = [
     {"vip.verification"},
     {"vip", "vip.config", "vip.errors", "vip.formats", "vip.ids", "vip.clock", "vip.metrics", "vip.logging",
      "vip.resources", "vip.token_cipher", "vip.store", "vip.chain", "vip.run_loop",
-     "vip.production_secrets", "vip.readiness"},
+     "vip.production_secrets", "vip.readiness", "vip.waits"},
     {"vip.indexer"},
     {"vip.accounts", "vip.connections", "vip.transactions", "vip.reports", "vip.payments", "vip.webhooks",
      "vip.personas"},

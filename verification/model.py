@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Context, Decimal
 from typing import Any
 
@@ -20,6 +20,12 @@ INSUFFICIENT_HISTORY = "ERR_INSUFFICIENT_HISTORY"
 FRAUD_TYPES = {WASH_TRADE: "wash_trade", CIRCULAR_FLOW: "circular"}
 
 TransferKey = tuple[str, str, int]  # (network, tx_hash, log_index)
+
+
+def iso_z(moment: datetime) -> str:
+    """A moment as the service writes it wherever it shows one (reports, API bodies, webhook payloads):
+    ISO 8601 in UTC with a Z. `vip.formats.iso` is the same, for the layers above this pure core."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -24,6 +24,7 @@ from vip.verification.model import (
     Label,
     Transfer,
     TransferKey,
+    iso_z,
 )
 from vip.verification.profile import Figures, figures, usd
 from vip.verification.screening import Opaque, Screening, Side, Wallet, prior_flags_into, screen_network
@@ -207,7 +208,7 @@ def vip_report(outcome: Outcome, *, vip_id: str, user_id: str, generated_at: dat
                 "received_amount": usd(result.received), "tx_hash": t.tx_hash,
                 "transfers": [transfer_json(x) for x in result.transfers],
                 "payout_date": main.record.record_date.isoformat(),
-                "block_timestamp": _iso(t.timestamp), "origin_address": t.from_address,
+                "block_timestamp": iso_z(t.timestamp), "origin_address": t.from_address,
                 "match_confidence": result.confidence, "verified": True})
         else:
             reasons = result.reasons()
@@ -217,7 +218,7 @@ def vip_report(outcome: Outcome, *, vip_id: str, user_id: str, generated_at: dat
                 "reason_codes": sorted({r["code"] for r in reasons}), "reasons": reasons})
     platform = outcome.platform
     body: dict[str, Any] = {
-        "id": vip_id, "user_id": user_id, "generated_at": _iso(generated_at), "status": fig.status,
+        "id": vip_id, "user_id": user_id, "generated_at": iso_z(generated_at), "status": fig.status,
         "verified_monthly_income_usd": fig.verified_monthly_income, "income_currency": currency,
         "verification_method": "deterministic_match",
         "data_source_type": platform.source_type if platform else None,
@@ -238,7 +239,7 @@ def vip_report(outcome: Outcome, *, vip_id: str, user_id: str, generated_at: dat
 def transfer_json(t: Transfer) -> dict[str, Any]:
     """One transfer that settled a verified period."""
     return {"tx_hash": t.tx_hash, "log_index": t.log_index, "amount_usd": usd(t.usd()),
-            "block_timestamp": _iso(t.timestamp), "origin_address": t.from_address}
+            "block_timestamp": iso_z(t.timestamp), "origin_address": t.from_address}
 
 
 def fraud_trace_json(trace: TraceSummary, config: VerificationConfig | None = None) -> dict[str, Any]:
@@ -248,7 +249,7 @@ def fraud_trace_json(trace: TraceSummary, config: VerificationConfig | None = No
     be trusted."""
     settings = (config or VerificationConfig()).funding_trace
     return {"history_days": settings.history_days,
-            "history_from": _iso(trace.history_from) if trace.history_from else None,
+            "history_from": iso_z(trace.history_from) if trace.history_from else None,
             "max_hops": settings.max_hops, "self_funded_share": settings.self_funded_share,
             "transfers_traced": trace.traced, "self_funded": trace.self_funded, "fetch_cap_hit": trace.capped,
             "untraced_count": len(trace.untraced),
@@ -275,17 +276,14 @@ def evidence_json(funding: Funding | None) -> dict[str, Any] | None:
             "self_funded_share": share(funding), "intermediaries": funding.intermediaries,
             "path": [{"tx_hash": t.tx_hash, "log_index": t.log_index, "from_address": t.from_address,
                       "to_address": t.to_address, "amount_usd": usd(t.usd()),
-                      "block_timestamp": _iso(t.timestamp)} for t in funding.path]}
+                      "block_timestamp": iso_z(t.timestamp)} for t in funding.path]}
 
 
 def fraud_flags_json(findings: Sequence[Finding]) -> list[dict[str, Any]]:
     return [{"code": f.code, "fraud_type": FRAUD_TYPES[f.code], "tx_hash": f.transfer.tx_hash,
              "log_index": f.transfer.log_index, "network": f.transfer.network, "wallet_id": f.wallet.id,
              "wallet_address": f.wallet.address, "amount_usd": usd(f.transfer.usd()),
-             "block_timestamp": _iso(f.transfer.timestamp), "evidence": evidence_json(f.funding)}
+             "block_timestamp": iso_z(f.transfer.timestamp), "evidence": evidence_json(f.funding)}
             for f in findings[:MAX_REPORTED_FLAGS]]
 
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 

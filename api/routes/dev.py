@@ -15,7 +15,7 @@ from vip.api.validation import NOT_BLANK, Body, read_body
 from vip.chain import time_travel
 from vip.chain.local_chain import ScriptFailed
 from vip.chain.rpc import RpcError
-from vip.errors import ChainUnavailable, Unprocessable, ValidationFailed
+from vip.errors import ERROR_TEXT_LIMIT, ChainUnavailable, Unprocessable, ValidationFailed
 from vip.personas.builder import build_persona
 from vip.personas.catalogue import PERSONAS, Persona
 
@@ -76,8 +76,8 @@ async def travel(request: web.Request) -> web.Response:
         raise ValidationFailed("to_timestamp must be after the head block's timestamp",
                                {"to_timestamp": f"not after the head block's timestamp {head}"}) from exc
     except RpcError as exc:
-        raise ChainUnavailable(f"the network's RPC refused or did not answer: {exc.message[:200]}",
-                               {"network": network.name}) from exc
+        raise ChainUnavailable("the network's RPC refused or did not answer: "
+                               f"{exc.message[:ERROR_TEXT_LIMIT]}", {"network": network.name}) from exc
     return json_response({"network": network.name, "previous": head_json(moved.before),
                           "head": head_json(moved.after),
                           "advanced_seconds": moved.after.timestamp - moved.before.timestamp,
@@ -126,8 +126,8 @@ async def create_persona(request: web.Request) -> web.Response:
         raise Unprocessable(f"personas are played on local development networks only: {exc.reason}",
                             {"network": body.network}, code=exc.code) from exc
     except RpcError as exc:
-        raise ChainUnavailable(f"the network's RPC refused or did not answer: {exc.message[:200]}",
-                               {"network": body.network}) from exc
+        raise ChainUnavailable("the network's RPC refused or did not answer: "
+                               f"{exc.message[:ERROR_TEXT_LIMIT]}", {"network": body.network}) from exc
     except ScriptFailed as exc:
         raise ChainUnavailable(f"the local chain did not play the persona: {exc}",
                                {"network": body.network}) from exc

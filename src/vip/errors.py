@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# How much of an error's text is kept wherever one is shown or stored: a log line, an error body, a
+# delivery attempt. Enough for a message and its cause, never a whole page a server answered.
+ERROR_TEXT_LIMIT = 300
+
 
 class ApiError(Exception):
     """An error the client sees: HTTP status, stable code, message and details."""

@@ -5,22 +5,29 @@ addresses EIP-55 checksummed (stored lower-case); and how an address is read fro
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from decimal import Context, Decimal
 from functools import lru_cache
-from typing import Any
+from typing import Any, overload
 
 import orjson
 import simplejson
 from eth_hash.auto import keccak
 
+from vip.verification.model import iso_z
+
 USD_PLACES = Decimal("0.000001")
 
 
+@overload
+def iso(ts: datetime) -> str: ...
+@overload
+def iso(ts: None) -> None: ...
+@overload
+def iso(ts: datetime | None) -> str | None: ...
 def iso(ts: datetime | None) -> str | None:
-    if ts is None:
-        return None
-    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    """ISO 8601 UTC with a Z (None stays None)."""
+    return None if ts is None else iso_z(ts)
 
 
 def iso_date(day: date | None) -> str | None:

@@ -4,20 +4,19 @@ wait a poll when idle, back off on errors without ever dying."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 
 from structlog.typing import FilteringBoundLogger
 
 from vip import metrics
 from vip.chain.rpc import RpcError
+from vip.errors import ERROR_TEXT_LIMIT
+
+# The stop-aware waits are vip.waits' (the store's listener needs them too); imported from here as well.
+from vip.waits import sleep_or_stop as sleep_or_stop
+from vip.waits import wake_or_stop as wake_or_stop
 
 EXPECTED_FAILURES = (RpcError, OSError)
-
-
-async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
 
 
 async def run_steps(step: Callable[[], Awaitable[bool]], stop: asyncio.Event, *, network: str | None,
@@ -36,7 +35,7 @@ async def run_steps(step: Callable[[], Awaitable[bool]], stop: asyncio.Event, *,
             else:
                 metrics.FOLLOWER_ERRORS.labels(network, f"{task}_{type(exc).__name__}").inc()
             if isinstance(exc, EXPECTED_FAILURES):
-                log.warning(f"{task} step failed", error=str(exc)[:300], failures=failures)
+                log.warning(f"{task} step failed", error=str(exc)[:ERROR_TEXT_LIMIT], failures=failures)
             else:
                 log.exception(f"{task} step crashed", failures=failures)
             await sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))

@@ -16,7 +16,7 @@ from eth_account import Account
 from eth_account.messages import encode_defunct
 from eth_utils import function_signature_to_4byte_selector, to_checksum_address
 from pydantic import SecretStr
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from tests.support.api import ApiHarness, checked_api
 from tests.support.chain import ChainDriver, indexer_settings, local_network
@@ -247,6 +247,11 @@ async def wait_charge_settled(api: ApiHarness, charge_id: str, org: str = "acme"
         if time.monotonic() > deadline:
             raise AssertionError(f"charge {charge_id} still pending after {timeout_s}s")
         await asyncio.sleep(0.05)
+
+
+async def count(api: ApiHarness, table) -> int:
+    async with api.engine.connect() as conn:
+        return await conn.scalar(select(func.count()).select_from(table))
 
 
 async def event_types(api: ApiHarness) -> list[tuple[str, str]]:

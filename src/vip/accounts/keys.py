@@ -21,7 +21,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from vip.errors import NotFound
+from vip.errors import ERROR_TEXT_LIMIT, NotFound
 from vip.ids import new_id
 from vip.store.tables import api_keys, organisations
 
@@ -214,7 +214,7 @@ async def follow_revocations(engine: AsyncEngine, cache: PrincipalCache) -> None
         except (psycopg.Error, OSError) as exc:
             failures += 1
             log.warning("key revocation listener lost; keys are checked in the database meanwhile",
-                        error=str(exc)[:200])
+                        error=str(exc)[:ERROR_TEXT_LIMIT])
         finally:
             cache.listening = False
             cache.forget_all()

@@ -23,6 +23,7 @@ from vip.chain.budget import Priority, RpcBudget
 from vip.chain.range_errors import block_range_cap, is_range_too_large, suggested_range_size
 from vip.chain.throttle import backoff_delay
 from vip.config import RpcConfig
+from vip.errors import ERROR_TEXT_LIMIT
 from vip.store.transaction_guard import check_no_transaction
 
 log = structlog.get_logger(__name__)
@@ -212,10 +213,10 @@ class RpcClient:
             ) as resp:
                 body = await resp.read()
                 if resp.status == 429:
-                    raise RateLimitedError(label, f"HTTP 429 {body[:200]!r}",
+                    raise RateLimitedError(label, f"HTTP 429 {body[:ERROR_TEXT_LIMIT]!r}",
                                            _retry_after_s(resp.headers.get("Retry-After")))
                 if resp.status >= 400:
-                    raise TransientRpcError(label, f"HTTP {resp.status} {body[:200]!r}")
+                    raise TransientRpcError(label, f"HTTP {resp.status} {body[:ERROR_TEXT_LIMIT]!r}")
                 return orjson.loads(body)
         except TimeoutError as exc:
             raise RpcTimeoutError(label, f"timed out after {self.config.timeout_s}s") from exc
@@ -245,7 +246,7 @@ class RpcClient:
                     # another 429 (and, on some plans, counts against the quota).
                     delay = max(delay, min(exc.retry_after_s, self.config.retry_after_cap_s))
                 log.warning("rpc retry", network=self.network, method=label, attempt=attempt + 1,
-                            error=exc.message[:200], delay_s=round(delay, 3))
+                            error=exc.message[:ERROR_TEXT_LIMIT], delay_s=round(delay, 3))
                 await asyncio.sleep(delay)
             else:
                 self.budget.on_success()

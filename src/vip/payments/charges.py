@@ -19,6 +19,7 @@ from vip.chain.rpc import RpcClient, RpcError
 from vip.chain.token_reads import TokenState, token_state
 from vip.clock import Clock
 from vip.config import Settings
+from vip.errors import ERROR_TEXT_LIMIT
 from vip.indexer.store import final_block
 from vip.payments import failures, ledger, store
 from vip.payments.disburser import Attempt, Disburser, DisburseRejected, Payout
@@ -112,7 +113,7 @@ class ChargeExecutor:
             bound.info("charge held: the funding wallet's allowance is being reset for a new approval")
             return
         bound.warning("disbursement rejected before sending", failure_code=failure.code,
-                      reason=exc.message[:300])
+                      reason=exc.message[:ERROR_TEXT_LIMIT])
         await self._finish(charge, succeeded=False, tx_hash=None, failure_code=failure.code,
                            failure_message=failure.message)
 
@@ -250,7 +251,8 @@ class ChargeExecutor:
                                      self._spender(intent), intent.recipient_wallet, block)
         except RpcError as exc:
             log.warning("token state unreadable; the failure is told from the revert alone",
-                        network=intent.network, payment_intent_id=intent.id, error=exc.message[:200])
+                        network=intent.network, payment_intent_id=intent.id,
+                        error=exc.message[:ERROR_TEXT_LIMIT])
             return None
 
     async def _reset_in_progress(self, intent, state: TokenState | None) -> bool:

@@ -27,6 +27,7 @@ from vip.chain.fees import Fees, bumped, fees_for
 from vip.chain.reverts import decode_revert
 from vip.chain.rpc import RevertedError, RpcClient, RpcError
 from vip.config import DisbursementConfig, NetworkConfig
+from vip.errors import ERROR_TEXT_LIMIT
 from vip.payments.rules import TX_EXTERNAL
 from vip.store.tables import charges, disbursement_transactions, operator_nonces
 
@@ -270,7 +271,7 @@ class Disburser:
             if not any(marker in exc.message.lower() for marker in _ALREADY_SENT):
                 raise
             log.info("disbursement already with the node", network=self.network.name,
-                     tx_hash=attempt.tx_hash, reply=exc.message[:200])
+                     tx_hash=attempt.tx_hash, reply=exc.message[:ERROR_TEXT_LIMIT])
         async with self.engine.begin() as conn:
             await conn.execute(update(disbursement_transactions).where(
                 disbursement_transactions.c.tx_hash == attempt.tx_hash,

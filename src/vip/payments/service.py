@@ -41,7 +41,7 @@ from vip.chain.rpc import RpcError
 from vip.chain.token_reads import allowance_at, mined_approval
 from vip.clock import Clock
 from vip.config import NetworkConfig, Settings
-from vip.errors import ApiError, Conflict, NotFound, Unprocessable
+from vip.errors import ERROR_TEXT_LIMIT, ApiError, Conflict, NotFound, Unprocessable
 from vip.ids import new_id
 from vip.indexer.store import add_watched_address
 from vip.payments import ledger, rules, store
@@ -139,7 +139,7 @@ async def _latest_block(rpcs: RpcClients, network: NetworkConfig) -> int | None:
     try:
         return await rpc.block_number()
     except RpcError as exc:
-        log.warning("latest block unreadable", network=network.name, error=exc.message[:200])
+        log.warning("latest block unreadable", network=network.name, error=exc.message[:ERROR_TEXT_LIMIT])
         return None
 
 
@@ -155,7 +155,7 @@ async def _allowance_not_zero(rpcs: RpcClients, network: NetworkConfig, token: s
         return await allowance_at(rpc, token, owner, spender, "latest") != 0
     except RpcError as exc:
         log.warning("allowance unreadable; the approval instructions ask for approve(0) first",
-                    network=network.name, funding_wallet=owner, error=exc.message[:200])
+                    network=network.name, funding_wallet=owner, error=exc.message[:ERROR_TEXT_LIMIT])
         return True
 
 
@@ -228,7 +228,7 @@ async def _mined_approval(engine: AsyncEngine, rpcs: RpcClients, settings: Setti
                                     intent.contract_address) is not None
     except RpcError as exc:
         log.warning("approval unreadable on the node", network=intent.network, approval_tx_hash=tx_hash,
-                    error=exc.message[:200])
+                    error=exc.message[:ERROR_TEXT_LIMIT])
         return False
 
 

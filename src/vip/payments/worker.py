@@ -17,11 +17,12 @@ from vip.chain.rpc import RpcClient
 from vip.chain.token_reads import allowances_at
 from vip.clock import Clock
 from vip.config import NetworkConfig, Settings
+from vip.errors import ERROR_TEXT_LIMIT
 from vip.ids import new_id
 from vip.indexer.store import final_block
 from vip.payments import ledger, rules, store
 from vip.payments.charges import ChargeExecutor
-from vip.run_loop import run_steps, sleep_or_stop
+from vip.run_loop import run_steps, sleep_or_stop, wake_or_stop
 from vip.store.listen import listen_and_wake
 
 log = structlog.get_logger(__name__)
@@ -169,13 +170,7 @@ class ChargeCompleter:
         self.wake.clear()
         if await self.step():
             return True
-        waits = [asyncio.create_task(self.wake.wait()), asyncio.create_task(stop.wait())]
-        try:
-            await asyncio.wait(waits, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in waits:
-                task.cancel()
-            await asyncio.gather(*waits, return_exceptions=True)
+        await wake_or_stop(self.wake, stop, self.poll_s)
         return False
 
     async def _beat_until(self, stop: asyncio.Event) -> None:
@@ -183,7 +178,8 @@ class ChargeCompleter:
             try:
                 await self.beat()
             except Exception as exc:  # the database is away: the API answers 503 meanwhile, which is true
-                log.warning("charge executor heartbeat failed", error=str(exc)[:300], job="charge_completion")
+                log.warning("charge executor heartbeat failed", error=str(exc)[:ERROR_TEXT_LIMIT],
+                            job="charge_completion")
             await sleep_or_stop(stop, self.stale_s / 3)
 
     async def run(self, stop: asyncio.Event) -> None:

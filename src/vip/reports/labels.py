@@ -5,11 +5,12 @@ flag, once written, is never taken back: decision 163)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from vip.formats import iso
 from vip.reports import inputs as inputs
 from vip.store.outbox import record_event
 from vip.store.tables import transfer_labels
@@ -23,9 +24,6 @@ FRAUD_DETAILS = {
     "circular": "the user's own money left the wallet and came back through two or more intermediaries",
 }
 
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 async def lock_user_labels(conn: AsyncConnection, user_id: str) -> None:
@@ -71,6 +69,6 @@ async def store_labels(conn: AsyncConnection, *, user_id: str, organisation_id: 
             fraud_type = FRAUD_TYPES[f.code]
             await record_event(conn, "fraud.flagged", {
                 "user_id": user_id, "wallet_id": wallet.id, "tx_hash": f.transfer.tx_hash,
-                "fraud_type": fraud_type, "amount_usd": usd(f.transfer.usd()), "flagged_at": _iso(now),
+                "fraud_type": fraud_type, "amount_usd": usd(f.transfer.usd()), "flagged_at": iso(now),
                 "details": FRAUD_DETAILS[fraud_type]},
                 created_at=now, organisation_id=organisation_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from vip.formats import iso
 from vip.ids import new_id
 from vip.store.outbox import record_event
 from vip.store.tables import risk_scores
@@ -51,7 +52,7 @@ async def score_for(conn: AsyncConnection, vip_row, config: ScoringConfig, now: 
     score_id = new_id("rsk")
     body = risk_score(score_inputs(vip_row.report, vip_row.cashflow or {}), vip_row.report["fraud_flags"],
                       config, score_id=score_id, user_id=vip_row.user_id, vip_id=vip_row.id,
-                      generated_at=now.astimezone(UTC).isoformat().replace("+00:00", "Z"))
+                      generated_at=iso(now))
     inserted = await conn.scalar(pg_insert(risk_scores).values(
         id=score_id, organisation_id=vip_row.organisation_id, user_id=vip_row.user_id, vip_id=vip_row.id,
         generated_at=now, score=body).on_conflict_do_nothing(index_elements=["vip_id"])

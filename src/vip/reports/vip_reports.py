@@ -3,12 +3,13 @@ job (the `pending` row is the job), finished with their events in the same trans
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from vip.formats import iso
 from vip.ids import new_id
 from vip.store.outbox import record_event
 from vip.store.tables import vip_reports
@@ -23,9 +24,6 @@ VIP_FIELDS = ("id", "user_id", "generated_at", "status", "verified_monthly_incom
               "network", "error_code")
 
 
-def _iso(moment: datetime | None) -> str | None:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z") if moment is not None else None
-
 
 def placeholder_body(row, status: str, error_code: str | None = None) -> dict[str, Any]:
     """A VIP without results yet (`pending`) or without any (`error`): every field present."""
@@ -33,7 +31,7 @@ def placeholder_body(row, status: str, error_code: str | None = None) -> dict[st
     body.update(id=row.id, user_id=row.user_id, status=status, income_currency="USD",
                 verification_method="deterministic_match", periods_verified=0,
                 periods_requested=row.lookback_months, verified_periods=[], unverified_periods=[],
-                fraud_flags=[], error_code=error_code, generated_at=_iso(row.generated_at))
+                fraud_flags=[], error_code=error_code, generated_at=iso(row.generated_at))
     return body
 
 

@@ -5,97 +5,58 @@ transaction."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
+from structlog.typing import FilteringBoundLogger
 
 from vip import metrics
 from vip.accounts import test_clocks
-from vip.clock import Clock
-from vip.config import PlatformConfig, Settings
+from vip.formats import iso
 from vip.reports import inputs as inputs
 from vip.reports import labels, vip_reports
-from vip.reports.trace_inputs import TraceCollector, TraceInputs
-from vip.run_loop import run_steps
+from vip.reports.queue_job import RETRY_DELAY, QueueJob, history_from, month_after, month_start
+from vip.reports.trace_inputs import TraceInputs
 from vip.store.outbox import record_event
 from vip.verification.cashflow import average_balance, obligations
 from vip.verification.model import EXACT, TransferKey
-from vip.verification.pipeline import Outcome, Wallet, verify, vip_report
+from vip.verification.pipeline import Outcome, Wallet, vip_report
 from vip.verification.profile import income_change, usd, vip_periods
 
 log = structlog.get_logger(__name__)
 
 JOB = "vip_report"
 GENERATION_FAILED = "ERR_VIP_GENERATION_FAILED"
-RETRY_DELAY = timedelta(seconds=30)
 
 
-def month_start(period: str) -> datetime:
-    year, month = map(int, period.split("-"))
-    return datetime(year, month, 1, tzinfo=UTC)
-
-
-def month_after(period: str) -> datetime:
-    start = month_start(period)
-    return (start + timedelta(days=32)).replace(day=1)
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-class VipReportJob:
+class VipReportJob(QueueJob):
     """One worker of the VIP job. `run_once` does one step (tests call it directly)."""
 
-    def __init__(self, settings: Settings, engine: AsyncEngine, clock: Clock,
-                 platforms: Mapping[str, PlatformConfig]) -> None:
-        self.settings = settings
-        self.config = settings.verification
-        self.engine = engine
-        self.clock = clock
-        self.platforms = platforms
-        self.collector = TraceCollector(settings)
+    job, log, failure_message, queue = JOB, log, "VIP generation failed", vip_reports
 
-    async def run(self, stop: asyncio.Event) -> None:
-        await run_steps(self.run_once, stop, network=None, task=JOB, idle_s=self.config.job_idle_s, log=log)
+    def bind(self, row: Any) -> FilteringBoundLogger:
+        return log.bind(vip_id=row.id, user_id=row.user_id, lookback_months=row.lookback_months)
 
-    async def run_once(self) -> bool:
-        """Work one due report; False when there was none (or it is waiting for its counterparties)."""
-        now = await self.clock.now()
-        async with self.engine.begin() as conn:
-            metrics.JOB_OLDEST_PENDING.labels(JOB).set(await vip_reports.oldest_pending_age(conn, now))
-            row = await vip_reports.take_due(conn, now)
-            if row is None:
-                return False
-            bound = log.bind(vip_id=row.id, user_id=row.user_id, lookback_months=row.lookback_months)
-            started = time.perf_counter()
-            try:
-                async with conn.begin_nested():  # a failure rolls back to here and is recorded below
-                    status = await self._generate(conn, row, now, bound)
-            except Exception as exc:
-                attempt = row.attempts + 1
-                retry = now + RETRY_DELAY * attempt if attempt < self.config.max_attempts else None
-                bound.exception("VIP generation failed", attempt=attempt, will_retry=retry is not None)
-                metrics.JOB_ERRORS.labels(JOB, type(exc).__name__).inc()
-                status = await vip_reports.fail(conn, row, error_code=GENERATION_FAILED, retry_at=retry,
-                                                now=now)
-                if status == "error":
-                    metrics.VIP_REPORTS.labels("error").inc()
-                return True
-        if status is None or status == "fetching":
-            return status == "fetching"
-        metrics.VIP_REPORTS.labels(status).inc()
-        metrics.VIP_GENERATION_SECONDS.observe(time.perf_counter() - started)
-        bound.info("VIP generated", status=status, seconds=round(time.perf_counter() - started, 3))
+    async def failed(self, conn: AsyncConnection, row: Any, now: datetime, attempt: int,
+                     will_retry: bool) -> None:
+        retry = now + RETRY_DELAY * attempt if will_retry else None
+        status = await vip_reports.fail(conn, row, error_code=GENERATION_FAILED, retry_at=retry, now=now)
+        if status == "error":
+            metrics.VIP_REPORTS.labels("error").inc()
+
+    def finished(self, result: Any, seconds: float, bound: FilteringBoundLogger) -> bool:
+        """A report made counts as work; "fetching" too, None (waiting for its counterparties) does not."""
+        if result is None or result == "fetching":
+            return result == "fetching"
+        metrics.VIP_REPORTS.labels(result).inc()
+        metrics.VIP_GENERATION_SECONDS.observe(seconds)
+        bound.info("VIP generated", status=result, seconds=round(seconds, 3))
         return True
 
-    async def _generate(self, conn: AsyncConnection, row, now: datetime, bound) -> str | None:
+    async def work(self, conn: AsyncConnection, row, now: datetime, bound) -> str | None:
         """The report's final status; "fetching" or None while its counterparties are not indexed yet."""
         config = self.config
         wallets = await inputs.active_wallets(conn, row.user_id)
@@ -112,8 +73,7 @@ class VipReportJob:
             code = "ERR_MISSING_WALLET" if not wallets else "ERR_MISSING_PLATFORM"
             await vip_reports.fail(conn, row, error_code=code, retry_at=None, now=now)
             return "error"
-        earliest = min([start, *(datetime.combine(r.record_date, datetime.min.time(), UTC) for r in records)])
-        since = earliest - timedelta(days=config.matching.days_before + config.funding_trace.history_days)
+        since = history_from(periods, records, config)
 
         async def fetch_requested(at: datetime) -> None:
             await vip_reports.mark_fetch_requested(conn, row.id, at)
@@ -125,10 +85,7 @@ class VipReportJob:
             await vip_reports.postpone(conn, row.id, now)
             return gathered  # "fetching" counts as work done; None (waiting) lets the worker idle
         await labels.lock_user_labels(conn, row.user_id)
-        prior = await labels.prior_flags(conn, wallets)
-        outcome = verify(wallets, gathered.transfers, records, platforms, periods, config,
-                         known=gathered.known, capped=gathered.capped, prior_flags=prior, history_from=since,
-                         openings=gathered.openings)
+        outcome = await self.verify(conn, wallets, gathered, records, platforms, periods, since)
         await labels.store_labels(conn, user_id=row.user_id, organisation_id=row.organisation_id,
                                   outcome=outcome, now=now)
         cashflow = await self._cashflow(conn, wallets, outcome, periods, start, min(as_of, end))
@@ -175,5 +132,5 @@ class VipReportJob:
             "user_id": row.user_id, "vip_id": row.id, "previous_vip_id": previous.id,
             "previous_verified_monthly_income_usd": usd(Decimal(previous.verified_monthly_income)),
             "verified_monthly_income_usd": body["verified_monthly_income_usd"], "change_pct": change,
-            "detected_at": _iso(now)}, created_at=now, organisation_id=row.organisation_id)
+            "detected_at": iso(now)}, created_at=now, organisation_id=row.organisation_id)
 

@@ -4,17 +4,12 @@ worker's fallback: a lost listener only costs latency, and it reconnects."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import psycopg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-ERROR_TEXT_LIMIT = 300
-
-
-async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
+from vip.errors import ERROR_TEXT_LIMIT
+from vip.waits import sleep_or_stop
 
 
 async def listen_and_wake(engine: AsyncEngine, channel: str, stop: asyncio.Event, wake: asyncio.Event,
@@ -38,4 +33,4 @@ async def listen_and_wake(engine: AsyncEngine, channel: str, stop: asyncio.Event
             failures += 1
             log.warning("listener lost; polling meanwhile", channel=channel,
                         error=str(exc)[:ERROR_TEXT_LIMIT])
-            await _sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))
+            await sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from vip.formats import iso
 from vip.store.tables import outbox_events
 
 API_VERSION = "v1"
@@ -54,7 +55,7 @@ def envelope(row: Any) -> dict[str, Any]:
         "id": row.id,
         "type": row.type,
         # NOTE: psycopg returns timestamptz in the session's time zone; the envelope is always UTC.
-        "created_at": row.created_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "created_at": iso(row.created_at),
         "api_version": row.api_version,
         "data": row.data,
     }

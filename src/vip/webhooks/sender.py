@@ -22,6 +22,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from vip import metrics
+from vip.errors import ERROR_TEXT_LIMIT
 from vip.formats import iso
 from vip.store.transaction_guard import http_trace
 from vip.webhooks.claims import Job
@@ -30,7 +31,6 @@ from vip.webhooks.signing import EVENT_ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HE
 from vip.webhooks.urls import ip_literal, refused_address_reason, refused_among
 
 USER_AGENT = "vip-webhooks/1"
-ERROR_TEXT_LIMIT = 300
 # How much of a receiver's answer is kept for the dashboard (bytes read; the text is decoded leniently):
 # enough for an error page's message, never a receiver's megabytes.
 RESPONSE_TEXT_LIMIT = 2048

@@ -25,12 +25,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from vip import metrics
 from vip.clock import Clock
 from vip.config import WebhookConfig
-from vip.run_loop import run_steps
+from vip.errors import ERROR_TEXT_LIMIT
+from vip.run_loop import run_steps, wake_or_stop
 from vip.token_cipher import TokenCipher
 from vip.webhooks import claims, fanout, outcomes, sender, store
 from vip.webhooks.claims import Job
 from vip.webhooks.listener import listen_for_events
-from vip.webhooks.sender import ERROR_TEXT_LIMIT
 
 log = structlog.get_logger(__name__)
 
@@ -165,11 +165,7 @@ class DeliveryWorker:
             return True
         if self._stop is not None:
             # Until an event commits, a slot frees, the poll interval passes (retries fall due) or stop.
-            waits = [asyncio.create_task(self._wake.wait()), asyncio.create_task(self._stop.wait())]
-            await asyncio.wait([*waits, *self._in_flight.values()], timeout=self.config.poll_interval_s,
-                               return_when=asyncio.FIRST_COMPLETED)
-            for task in waits:
-                task.cancel()
+            await wake_or_stop(self._wake, self._stop, self.config.poll_interval_s, self._in_flight.values())
             return False
         if self._in_flight:
             # Slots are taken: look again as soon as one frees (or after a poll), not a whole poll later.
