@@ -1,5 +1,6 @@
 """The daemon's labelling job (decision 162): works a user's transfer labels out again when what they depend
-on changed (records stored, a wallet connected, the user's transfers become final; `vip.store.label_queue`),
+on changed (records stored, a wallet connected, the user's transfers become final: the job follows each
+network's final block with a cursor of its own and queues their owners; `vip.store.label_queue`),
 without making a VIP. The same pure pipeline as the VIP job on the same inputs (`trace_inputs`: the funding
 trace's counterparties fetched and waited for), so a self-funded payout is flagged, never income; only the
 labels and their `fraud.flagged` events are written. A user on a test clock is labelled at the clock's time,
@@ -36,6 +37,9 @@ RETRY_DELAY = timedelta(seconds=30)
 # widened to the earliest record like a VIP's, so a VIP never labels a transfer this job did not look at.
 SPAN_MONTHS = 12
 LABELLED, SKIPPED, BUSY = "labelled", "skipped", "busy"
+# Blocks of one network queued per step while the labelling cursor catches up with the final block: one
+# step's join stays short, and rows are worked between steps.
+QUEUE_BLOCKS_PER_STEP = 5_000
 
 
 def _month_start(period: str) -> datetime:
@@ -53,12 +57,27 @@ class LabellingJob:
         self.clock = clock
         self.platforms = platforms
         self.collector = TraceCollector(settings)
+        self.networks = [n.name for n in settings.enabled_networks()]
+        self.starts = {n.name: n.start_block - 1 for n in settings.enabled_networks()}
+        self.settings = settings
 
     async def run(self, stop: asyncio.Event) -> None:
         await run_steps(self.run_once, stop, network=None, task=JOB, idle_s=self.config.job_idle_s, log=log)
 
     async def run_once(self) -> bool:
-        """Work one due row; False when there was none, or it waits for backfills or another writer."""
+        """Queue the owners of newly final transfers, then work one due row; False when there was nothing
+        to queue and no row, or the row waits for backfills or another writer."""
+        queued = await self.queue_newly_final()
+        return await self._work_one() or queued
+
+    async def queue_newly_final(self) -> bool:
+        """Follow the networks' final blocks with the labelling cursor (`label_queue.queue_newly_final`);
+        the indexer's commit does none of this work. True when blocks were queued."""
+        async with self.engine.begin() as conn:
+            finals = await inputs.final_blocks(conn, self.settings, self.networks)
+            return await label_queue.queue_newly_final(conn, finals, self.starts, QUEUE_BLOCKS_PER_STEP) > 0
+
+    async def _work_one(self) -> bool:
         now = await self.clock.now()
         async with self.engine.begin() as conn:
             metrics.JOB_OLDEST_PENDING.labels(JOB).set(await label_queue.oldest_pending_age(conn, now))
