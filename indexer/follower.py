@@ -26,7 +26,6 @@ from vip.indexer.reorg import first_common_block, header_window_start
 from vip.indexer.store import Cursor
 from vip.indexer.watchset import WATCH_SET_CHANNEL, WatchSetCache, WatchSnapshot
 from vip.run_loop import sleep_or_stop
-from vip.store import label_queue
 from vip.store.listen import listen_and_wake
 
 log = structlog.get_logger(__name__)
@@ -239,10 +238,6 @@ class Follower:
                     if new_addresses:
                         await store.mark_live_from(conn, self.name, new_addresses,
                                                    self._live_from(fetched.start))
-                    # The blocks this range makes final: their transfers may change a user's labels.
-                    depth = self.network.finality_depth
-                    await label_queue.queue_owners_of_final(conn, self.name, fetched.start - 1 - depth,
-                                                            fetched.end - depth)
                 break
             except psycopg.errors.UniqueViolation:
                 # Rows above the cursor should never exist; if some do, merge rather than fail.

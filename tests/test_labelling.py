@@ -20,9 +20,10 @@ from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import running_indexer, wait_synced
 from tests.support.verification import USDC, Borrower, month_after, months_after, new_borrower, noon
 from vip.clock import clock_for
+from vip.indexer import store as indexer_store
 from vip.reports.labelling import LabellingJob
 from vip.store import label_queue
-from vip.store.tables import labelling_queue, transfer_labels, vip_reports
+from vip.store.tables import label_cursors, labelling_queue, transfer_labels, vip_reports
 from vip.verification.config import CircularFlowConfig, VerificationConfig
 
 SALARY = Decimal(5000)
@@ -50,12 +51,20 @@ async def vips(b: Borrower) -> int:
                                  .where(vip_reports.c.user_id == b.user_id)) or 0
 
 
+async def label_cursor_at_final(b: Borrower) -> bool:
+    async with b.api.engine.connect() as conn:
+        final = await indexer_store.final_block(conn, b.api.settings.networks["local"])
+        at = await conn.scalar(select(label_cursors.c.block_number).where(label_cursors.c.network == "local"))
+    return final is not None and at == final
+
+
 async def labelled(b: Borrower, database_url: str) -> None:
-    """Run the daemon until the chain is indexed and the user's labelling rows are all worked."""
+    """Run the daemon until the chain is indexed, the labelling job has followed its final block and the
+    user's labelling rows are all worked."""
     async with running_indexer(b.api.settings, database_url):
         await wait_synced(b.api.engine, b.chain, "local")
         deadline = time.monotonic() + 60
-        while await queued(b):
+        while not await label_cursor_at_final(b) or await queued(b):
             assert time.monotonic() < deadline, "the labelling job did not work the user's rows"
             await asyncio.sleep(0.05)
 
@@ -135,7 +144,7 @@ async def test_a_payout_after_the_vip_is_labelled_without_a_new_vip(harness, cha
 
     late = b.pay("USDC", b.employer, b.wallet, int(SALARY * USDC), noon(days[3]))
     b.settle(noon(days[3]) + timedelta(days=1))
-    assert await queued(b) == 0  # nothing asked for labels yet: the indexer will
+    assert await queued(b) == 0  # nothing asked for labels yet: the labelling job will, once it is final
     await labelled(b, url)
     income = await txs(b, classification="verified_income")
     assert set(income) == {*paid, late}
@@ -197,3 +206,30 @@ async def test_a_run_absorbs_the_users_other_rows_it_can_lock_and_keeps_the_earl
     assert [(r.id, r.fetch_requested_at) for r in left if r.user_id == user] == [
         (ids[0], t0 - timedelta(minutes=5)), (ids[2], None)]
     assert [r.user_id for r in left if r.user_id != user] == [other]
+
+
+async def test_the_labelling_cursor_follows_the_final_block_in_steps_and_comes_down_after_a_deep_reorg(
+        engine: AsyncEngine):
+    """The job's own cursor (decision 281): a new network starts where its index starts, a step queues at
+    most the given number of blocks, a cursor another daemon holds is left to it, and a final block lowered
+    by a reorg deeper than finality brings the cursor down so that those blocks are queued again."""
+    async def at() -> dict[str, int]:
+        async with engine.connect() as conn:
+            rows = await conn.execute(select(label_cursors.c.network, label_cursors.c.block_number))
+            return {row.network: row.block_number for row in rows}
+
+    async def step(finals: dict[str, int]) -> int:
+        async with engine.begin() as conn:
+            return await label_queue.queue_newly_final(conn, finals, {"a": -1, "b": 99}, max_blocks=1_000)
+
+    assert await step({"a": 2_500, "b": 150}) == 1_000 + 51
+    assert await at() == {"a": 999, "b": 150}
+    async with engine.begin() as holder:  # another daemon's step holds network a
+        await holder.execute(select(label_cursors).where(label_cursors.c.network == "a").with_for_update())
+        assert await step({"a": 2_500, "b": 160}) == 10
+    assert await at() == {"a": 999, "b": 160}
+    assert await step({"a": 2_500, "b": 160}) == 1_000
+    assert await step({"a": 2_500, "b": 160}) == 501
+    assert await step({"a": 2_500, "b": 160}) == 0
+    assert await step({"a": 2_400, "b": 160}) == 0  # a deep reorg lowered a's final block
+    assert await at() == {"a": 2_400, "b": 160}

@@ -1,5 +1,6 @@
 """The daemon's labelling job (decision 162): works a user's transfer labels out again when what they depend
-on changed (records stored, a wallet connected, the user's transfers become final; `vip.store.label_queue`),
+on changed (records stored, a wallet connected, the user's transfers become final: the job follows each
+network's final block with a cursor of its own and queues their owners; `vip.store.label_queue`),
 without making a VIP. The same pure pipeline as the VIP job on the same inputs (`trace_inputs`: the funding
 trace's counterparties fetched and waited for), so a self-funded payout is flagged, never income; only the
 labels and their `fraud.flagged` events are written. A user on a test clock is labelled at the clock's time,
@@ -7,15 +8,18 @@ as their VIPs are made."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import structlog
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from structlog.typing import FilteringBoundLogger
 
 from vip.accounts import test_clocks
+from vip.clock import Clock
+from vip.config import PlatformConfig, Settings
 from vip.reports import inputs as inputs
 from vip.reports import labels
 from vip.reports.queue_job import RETRY_DELAY, QueueJob, history_from
@@ -31,12 +35,34 @@ JOB = "labels"
 # widened to the earliest record like a VIP's, so a VIP never labels a transfer this job did not look at.
 SPAN_MONTHS = 12
 LABELLED, SKIPPED, BUSY = "labelled", "skipped", "busy"
+# Blocks of one network queued per step while the labelling cursor catches up with the final block: one
+# step's join stays short, and rows are worked between steps.
+QUEUE_BLOCKS_PER_STEP = 5_000
 
 
 class LabellingJob(QueueJob):
     """One worker of the labelling queue. `run_once` does one step (tests call it directly)."""
 
     job, log, failure_message, queue = JOB, log, "labelling failed", label_queue
+
+    def __init__(self, settings: Settings, engine: AsyncEngine, clock: Clock,
+                 platforms: Mapping[str, PlatformConfig]) -> None:
+        super().__init__(settings, engine, clock, platforms)
+        self.networks = [n.name for n in settings.enabled_networks()]
+        self.starts = {n.name: n.start_block - 1 for n in settings.enabled_networks()}
+
+    async def run_once(self) -> bool:
+        """Queue the owners of newly final transfers, then work one due row; False when there was nothing
+        to queue and no row (or the row waits: see `finished`)."""
+        queued = await self.queue_newly_final()
+        return await super().run_once() or queued
+
+    async def queue_newly_final(self) -> bool:
+        """Follow the networks' final blocks with the labelling cursor (`label_queue.queue_newly_final`);
+        the indexer's commit does none of this work. True when blocks were queued."""
+        async with self.engine.begin() as conn:
+            finals = await inputs.final_blocks(conn, self.settings, self.networks)
+            return await label_queue.queue_newly_final(conn, finals, self.starts, QUEUE_BLOCKS_PER_STEP) > 0
 
     def bind(self, row: Any) -> FilteringBoundLogger:
         return log.bind(user_id=row.user_id, queue_id=row.id)

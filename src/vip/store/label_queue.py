@@ -10,9 +10,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import delete, func, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vip.store.tables import labelling_queue
+from vip.store.tables import label_cursors, labelling_queue
 
 # Users with an active wallet connection on the network that a transfer in blocks (low, high] touches, and
 # an active platform connection (a user without records has no income to label). One join per side of the
@@ -48,6 +49,33 @@ async def queue_owners_of_final(conn: AsyncConnection, network: str, low: int, h
     blocks is not old work)."""
     if high > low:
         await conn.execute(_OWNERS_OF_FINAL, {"network": network, "low": low, "high": high})
+
+
+async def queue_newly_final(conn: AsyncConnection, finals: dict[str, int], starts: dict[str, int],
+                            max_blocks: int) -> int:
+    """Follow each network's final block with the labelling cursor (in the caller's transaction): queue the
+    owners of transfers in at most `max_blocks` blocks that became final since the cursor, and move it.
+    A network seen for the first time starts where its index starts (`starts`: the block before the
+    configured start block, as the indexer's own cursor). A cursor another daemon holds is skipped (it is
+    doing the same); one above the final block (a reorg deeper than finality lowered it) comes down to it,
+    so the blocks final again are queued again. Returns the blocks queued."""
+    if not finals:
+        return 0
+    await conn.execute(pg_insert(label_cursors).values(
+        [{"network": n, "block_number": starts[n]} for n in finals]).on_conflict_do_nothing())
+    cursors = (await conn.execute(select(label_cursors.c.network, label_cursors.c.block_number)
+                                  .where(label_cursors.c.network.in_(list(finals)))
+                                  .with_for_update(skip_locked=True))).all()
+    queued = 0
+    for network, low in cursors:
+        high = min(finals[network], low + max_blocks)
+        if high == low:
+            continue
+        await queue_owners_of_final(conn, network, low, high)
+        await conn.execute(update(label_cursors).where(label_cursors.c.network == network)
+                           .values(block_number=high, updated_at=func.now()))
+        queued += max(0, high - low)
+    return queued
 
 
 async def take_due(conn: AsyncConnection, now: datetime):

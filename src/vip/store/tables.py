@@ -563,6 +563,16 @@ labelling_queue = Table(
     Index(None, "user_id"),
 )
 
+# How far the labelling job has queued the owners of final transfers, per network: it follows each network's
+# final block with this cursor of its own, so the indexer's commit does no labelling work (decision 281).
+label_cursors = Table(
+    "label_cursors",
+    metadata,
+    Column("network", Text, primary_key=True),
+    Column("block_number", BigInteger, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+)
+
 # One risk score per VIP, computed on first request and answered from here afterwards.
 risk_scores = Table(
     "risk_scores",
