@@ -129,10 +129,10 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
     app[READINESS] = CachedReadiness()
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
-        # No pre-ping: it costs a round trip per checkout on every request. A connection the server
-        # dropped fails one request, and SQLAlchemy then discards the whole pool (see docs/operations.md).
-        app[ENGINE] = create_engine(database_url, pre_ping=False)
-        app[CLAIMS] = create_engine(database_url, pool_size=10, pre_ping=False)
+        # Pre-ping: a pooled connection is checked before use (one round trip per checkout), so the first
+        # request after a database restart gets a fresh connection instead of a dropped one's error.
+        app[ENGINE] = create_engine(database_url)
+        app[CLAIMS] = create_engine(database_url, pool_size=10)
         app[CLOCK] = clock_for(settings)
         app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15),
                                           trace_configs=[http_trace()])

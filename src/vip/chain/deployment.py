@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from eth_abi import encode
+from eth_abi.abi import encode
 from eth_account import Account
 from eth_typing import ChecksumAddress
 from eth_utils import keccak, to_checksum_address
 from web3 import Web3
+from web3.types import TxParams, Wei
 
 from vip.chain.contracts import contract_at, deploy_contract, load_artifact, send_transaction
 
@@ -79,8 +80,8 @@ def deploy_disbursement(w3: Web3, deployer_key: str, operator: str, owner: str,
             if existing != runtime_code():
                 raise DeploymentRefused(f"{address} already holds other code (another salt?)")
             return Deployed(address, "create2", True, None, None)
-        receipt = send_transaction(w3, {"to": DETERMINISTIC_DEPLOYER, "data": salt_bytes + code,
-                                        "value": 0}, deployer_key)
+        tx: TxParams = {"to": DETERMINISTIC_DEPLOYER, "data": salt_bytes + code, "value": Wei(0)}
+        receipt = send_transaction(w3, tx, deployer_key)
         if bytes(w3.eth.get_code(address)) != runtime_code():
             raise DeploymentRefused(f"the deterministic deployment proxy did not create {address}")
         return Deployed(address, "create2", False, receipt["transactionHash"].to_0x_hex(),

@@ -42,7 +42,8 @@ def load_deployer(config: DisbursementConfig) -> LocalAccount:
             raise OperatorKeyMissing("deployer_keystore is set but $VIP_DEPLOYER_KEYSTORE_PASSWORD is not")
         keystore = json.loads(Path(config.deployer_keystore).read_text())
         key = Account.decrypt(keystore, config.deployer_keystore_password.get_secret_value())
-        return Account.from_key(key)
+        from_keystore: LocalAccount = Account.from_key(key)
+        return from_keystore
     try:
         return load_operator(config)
     except OperatorKeyMissing:
