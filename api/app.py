@@ -43,6 +43,7 @@ from vip.dashboard.app import add_dashboard
 from vip.errors import ApiError, Unauthorized
 from vip.readiness import CachedReadiness
 from vip.store.engine import create_engine
+from vip.store.outage import database_unreachable, first_line
 from vip.store.transaction_guard import http_trace
 
 log = structlog.get_logger(__name__)
@@ -112,8 +113,11 @@ async def _prune_rate_limits(app: web.Application) -> None:
         try:
             async with app[ENGINE].begin() as conn:
                 await ratelimit.prune(conn)
-        except Exception:  # housekeeping must never take the API down
-            log.exception("rate-limit pruning failed")
+        except Exception as exc:  # housekeeping must never take the API down
+            if database_unreachable(exc):  # an outage: one line, the requests say the rest
+                log.warning("rate-limit pruning skipped: database unreachable", error=first_line(exc))
+            else:
+                log.exception("rate-limit pruning failed")
 
 
 def create_app(settings: Settings, database_url: str) -> web.Application:
@@ -129,10 +133,10 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
     app[READINESS] = CachedReadiness()
 
     async def resources(app: web.Application) -> AsyncIterator[None]:
-        # No pre-ping: it costs a round trip per checkout on every request. A connection the server
-        # dropped fails one request, and SQLAlchemy then discards the whole pool (see docs/operations.md).
-        app[ENGINE] = create_engine(database_url, pre_ping=False)
-        app[CLAIMS] = create_engine(database_url, pool_size=10, pre_ping=False)
+        # Pre-ping: a pooled connection is checked before use (one round trip per checkout), so the first
+        # request after a database restart gets a fresh connection instead of a dropped one's error.
+        app[ENGINE] = create_engine(database_url)
+        app[CLAIMS] = create_engine(database_url, pool_size=10)
         app[CLOCK] = clock_for(settings)
         app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15),
                                           trace_configs=[http_trace()])

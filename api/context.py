@@ -10,6 +10,7 @@ from vip.chain.clients import RpcClients
 from vip.clock import Clock
 from vip.config import Settings
 from vip.readiness import CachedReadiness
+from vip.store.idempotency import IdempotencyClaim
 
 SETTINGS = web.AppKey("settings", Settings)
 ENGINE = web.AppKey("engine", AsyncEngine)
@@ -23,6 +24,11 @@ READINESS = web.AppKey("readiness", CachedReadiness)  # the readiness probe's an
 PRINCIPAL = web.RequestKey("principal", Principal)  # set by the access middleware
 REQUEST_ID = web.RequestKey("request_id", str)
 RATE_HEADERS = web.RequestKey("rate_headers", dict)  # X-RateLimit-* for the response
+# A POST's Idempotency-Key claim (set by the idempotency middleware): a handler creating a resource records
+# it under the key in its own transaction (vip.store.idempotency.record_resource).
+IDEMPOTENCY = web.RequestKey("idempotency", IdempotencyClaim)
+# The resource a retried request's first attempt created when its answer was lost: answer with it.
+IDEMPOTENT_RESOURCE = web.RequestKey("idempotent_resource", str)
 
 
 def principal(request: web.Request) -> Principal:

@@ -8,18 +8,27 @@ import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import structlog
 from aiohttp import hdrs, web
-from sqlalchemy import ColumnElement, and_, delete, func, or_, select, text
+from sqlalchemy import and_, delete, func, or_, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip import metrics
 from vip.accounts import keys
 from vip.api import ratelimit
-from vip.api.context import CLAIMS, ENGINE, KEY_CACHE, PRINCIPAL, RATE_HEADERS, REQUEST_ID, SETTINGS
+from vip.api.context import (
+    CLAIMS,
+    ENGINE,
+    IDEMPOTENCY,
+    IDEMPOTENT_RESOURCE,
+    KEY_CACHE,
+    PRINCIPAL,
+    RATE_HEADERS,
+    REQUEST_ID,
+    SETTINGS,
+)
 from vip.api.jsonio import dumps_bytes, json_response
 from vip.errors import (
     ApiError,
@@ -33,7 +42,9 @@ from vip.errors import (
     error_body,
 )
 from vip.store.engine import autocommit_connection
+from vip.store.idempotency import IdempotencyClaim
 from vip.store.locks import LockBusy, held_lock
+from vip.store.outage import database_unreachable, first_line
 from vip.store.tables import idempotency_keys
 
 log = structlog.get_logger(__name__)
@@ -46,6 +57,7 @@ IDEMPOTENCY_TTL = "24 hours"
 MAX_BODY_BYTES = 1024 * 1024  # the application's client_max_size
 UNMETERED = ("/healthz", "/readyz", "/metrics")  # operational endpoints: probed and scraped, never throttled
 access_log = structlog.get_logger("vip.access")
+OUTAGE_RETRY_AFTER_S = 5  # Retry-After of a 503 while the database is unreachable
 
 
 def _render(request: web.Request, exc: ApiError) -> web.Response:
@@ -114,9 +126,17 @@ async def request_context(request: web.Request, handler) -> web.StreamResponse:
             # A 405 names the methods the resource has (RFC 9110: Allow is required on a 405).
             kept = {name: exc.headers[name] for name in (hdrs.ALLOW,) if name in exc.headers}
             response = _render(request, ApiError(exc.reason, code=code, status=exc.status, headers=kept))
-        except Exception:
-            log.exception("unhandled error", method=request.method, path=request.path)
-            response = _render(request, InternalError("an unexpected error occurred; it has been logged"))
+        except Exception as exc:
+            if database_unreachable(exc):
+                # An outage, not a bug: one line per request, no traceback; the client retries later.
+                log.warning("database unreachable: request answered 503", method=request.method,
+                            path=request.path, error=first_line(exc))
+                response = _render(request, ApiError(
+                    "the database is not reachable right now; retry shortly", {"database": "unreachable"},
+                    code="ERR_NOT_READY", status=503, headers={"Retry-After": str(OUTAGE_RETRY_AFTER_S)}))
+            else:
+                log.exception("unhandled error", method=request.method, path=request.path)
+                response = _render(request, InternalError("an unexpected error occurred; it has been logged"))
         response.headers["X-Request-Id"] = request[REQUEST_ID]
         for name, value in request.get(RATE_HEADERS, {}).items():
             response.headers[name] = value
@@ -227,23 +247,6 @@ def _in_progress(key: str) -> Conflict:
                     {"Idempotency-Key": key}, code="ERR_IDEMPOTENCY_IN_PROGRESS")
 
 
-@dataclass(frozen=True)
-class _IdempotencyClaim:
-    """An Idempotency-Key of an API key, and the request that came with it."""
-
-    key_id: str
-    key: str
-    request_hash: str
-
-    @property
-    def lock_name(self) -> str:
-        return f"idempotency:{self.key_id}:{self.key}"
-
-    @property
-    def row(self) -> ColumnElement[bool]:
-        return and_(idempotency_keys.c.api_key_id == self.key_id, idempotency_keys.c.key == self.key)
-
-
 @web.middleware
 async def idempotency(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Idempotency-Key on a POST: the same key and request within 24 h gets the first response again;
@@ -256,7 +259,13 @@ async def idempotency(request: web.Request, handler: Handler) -> web.StreamRespo
     a refusal below 500 is an answer too); (3) an answer below 500 is remembered (`_remember`). A process
     killed mid-request takes its connection, and so the claim, with it: the next attempt runs afresh. A
     second request with the key while the first runs waits `IN_PROGRESS_WAIT_S` for the claim, then gets
-    409 `ERR_IDEMPOTENCY_IN_PROGRESS` (or, if the first finished meanwhile, its answer)."""
+    409 `ERR_IDEMPOTENCY_IN_PROGRESS` (or, if the first finished meanwhile, its answer).
+
+    A lost answer: a handler that creates a resource records it under the key in its own transaction
+    (`vip.store.idempotency.record_resource`, given `request[IDEMPOTENCY]`). If the answer never reached
+    the client (the process died, the client gave up) and so was never remembered, the retry with the same
+    body finds the resource and the handler answers with it (`request[IDEMPOTENT_RESOURCE]`), marked
+    `Idempotent-Replayed: true`; with another body it is 409 `ERR_IDEMPOTENCY_KEY_REUSED`."""
     key = request.headers.get("Idempotency-Key")
     if request.method != "POST" or key is None or PRINCIPAL not in request:
         return await handler(request)
@@ -265,13 +274,18 @@ async def idempotency(request: web.Request, handler: Handler) -> web.StreamRespo
     if "\x00" in key:
         raise ValidationFailed("Idempotency-Key may not contain NUL characters", {"Idempotency-Key": "NUL"})
     claims = request.app[CLAIMS]
-    claim = _IdempotencyClaim(request[PRINCIPAL].key_id, key, _request_hash(request, await request.read()))
+    claim = IdempotencyClaim(request[PRINCIPAL].key_id, key, _request_hash(request, await request.read()))
+    request[IDEMPOTENCY] = claim
     try:
         async with held_lock(claims, claim.lock_name, IN_PROGRESS_WAIT_S):
             remembered = await _remembered(claims, claim)
-            if remembered is not None:
+            if isinstance(remembered, web.Response):
                 return remembered
+            if remembered is not None:
+                request[IDEMPOTENT_RESOURCE] = remembered
             response = await _answer(request, handler)
+            if remembered is not None:
+                response.headers["Idempotent-Replayed"] = "true"
             if isinstance(response, web.Response) and response.status < 500:
                 await _remember(claims, claim, response)
             return response
@@ -279,12 +293,14 @@ async def idempotency(request: web.Request, handler: Handler) -> web.StreamRespo
         raise _in_progress(key) from None
 
 
-async def _remembered(claims: AsyncEngine, claim: _IdempotencyClaim) -> web.Response | None:
-    """The answer remembered for the key (409 if it was for another request); None when there is none."""
+async def _remembered(claims: AsyncEngine, claim: IdempotencyClaim) -> web.Response | str | None:
+    """The answer remembered for the key (409 if it was for another request); the id of the resource its
+    request created when the answer was lost; None when there is neither."""
     async with autocommit_connection(claims) as conn:
         await conn.execute(delete(idempotency_keys).where(claim.row, or_(
-            # Expired, or left without an answer by a version that committed claims before the request.
-            idempotency_keys.c.status_code.is_(None),
+            # Expired, or left with neither an answer nor a resource (a version that committed claims
+            # before the request).
+            and_(idempotency_keys.c.status_code.is_(None), idempotency_keys.c.resource_id.is_(None)),
             idempotency_keys.c.created_at < func.now() - text(f"interval '{IDEMPOTENCY_TTL}'"))))
         existing = (await conn.execute(select(idempotency_keys).where(claim.row))).first()
     if existing is None:
@@ -292,6 +308,9 @@ async def _remembered(claims: AsyncEngine, claim: _IdempotencyClaim) -> web.Resp
     if existing.request_hash != claim.request_hash:
         raise Conflict("this Idempotency-Key was used with a different request",
                        {"Idempotency-Key": claim.key}, code="ERR_IDEMPOTENCY_KEY_REUSED")
+    if existing.status_code is None:
+        resource: str = existing.resource_id
+        return resource
     return web.Response(text=existing.response_body, status=existing.status_code,
                         content_type="application/json", headers={"Idempotent-Replayed": "true"})
 
@@ -307,8 +326,12 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _render(request, exc)
 
 
-async def _remember(claims: AsyncEngine, claim: _IdempotencyClaim, response: web.Response) -> None:
+async def _remember(claims: AsyncEngine, claim: IdempotencyClaim, response: web.Response) -> None:
     async with claims.begin() as conn:
-        await conn.execute(pg_insert(idempotency_keys).values(
+        statement = pg_insert(idempotency_keys).values(
             api_key_id=claim.key_id, key=claim.key, request_hash=claim.request_hash,
-            status_code=response.status, response_body=response.text))
+            status_code=response.status, response_body=response.text)
+        # The row of the resource the handler created (record_resource) gets its answer.
+        await conn.execute(statement.on_conflict_do_update(
+            index_elements=[idempotency_keys.c.api_key_id, idempotency_keys.c.key],
+            set_={"status_code": response.status, "response_body": response.text}))

@@ -322,13 +322,16 @@ ERRORS: dict[str, Any] = {
     "429": _error("ERR_RATE_LIMITED", "rate limit of 600 requests per minute exceeded", {"limit": 600}),
     "500": _error("ERR_INTERNAL", "unexpected error; quote the request id to support"),
     "502": _error("ERR_CHAIN_UNAVAILABLE", "the network's RPC did not answer", {"network": "base"}),
-    "503": _error("ERR_DISBURSEMENT_UNAVAILABLE", "disbursement is not configured on this network",
-                  {"network": "base"}),
+    "503": _error("ERR_NOT_READY", "the database is not reachable right now; retry shortly",
+                  {"database": "unreachable"}),
 }
 # What a given operation answers with that status, where it is more telling than the status's own.
 _WALLET_NOT_CONNECTED = _error("ERR_RECIPIENT_NOT_CONNECTED", "recipient_wallet is not an active connected "
                                "wallet of this user on base", {"recipient_wallet": BORROWER})
 OPERATION_ERRORS: dict[tuple[str, str, str], Any] = {
+    ("post", "/v1/charges", "503"): _error(
+        "ERR_DISBURSEMENT_UNAVAILABLE", "disbursement is not available on base: no daemon with the operator "
+        "key is running", {"network": "base"}),
     ("delete", "/v1/api-keys/{key_id}", "404"): _error("ERR_NOT_FOUND", f"no API key {KEY}", {"key_id": KEY}),
     ("post", "/v1/connect/wallet", "422"): _error(
         "ERR_DOMAIN_MISMATCH", "the message's domain is not a sign-in domain of this organisation",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from vip.api.openapi_schemas import (
     ADDRESS,
+    CHARGE_UNAVAILABLE,
+    RETRY_AFTER,
     TIMESTAMP,
     error_response,
     ok_response,
@@ -169,8 +171,9 @@ PATHS.update({
                 "failure_code)", CHARGE_BODY),
             "202": ok_response("Accepted, processed asynchronously: still pending after the wait; follow it "
                                "with GET /v1/charges/{id} or the charge.succeeded / charge.failed webhooks",
-                               CHARGE_BODY)},
-        errors=("404", "409", "410", "422", "503"), body=payments.CreateCharge, tag="Disbursement")},
+                               CHARGE_BODY),
+            "503": error_response(CHARGE_UNAVAILABLE, RETRY_AFTER)},
+        errors=("404", "409", "410", "422"), body=payments.CreateCharge, tag="Disbursement")},
     "/v1/charges/{charge_id}": {"get": operation("Read a charge", "read", {
         "200": ok_response("The charge", CHARGE_BODY)}, errors=("404",), parameters=[path_param("charge_id")],
         tag="Disbursement")},

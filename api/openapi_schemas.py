@@ -237,13 +237,19 @@ ERRORS = {
     "500": "Unexpected error (logged, never a stack trace)",
     "502": "A connected platform failed: ERR_PLATFORM_SYNC_FAILED",
     "410": "Gone: ERR_PAYMENT_INTENT_EXPIRED",
-    "503": "Temporarily unavailable: ERR_DISBURSEMENT_UNAVAILABLE (no disbursement daemon with the operator "
-           "key is running for the intent's network)",
+    "503": "Temporarily unavailable, retry after Retry-After seconds: ERR_NOT_READY (the database does not "
+           "answer)",
 }
+# POST /v1/charges answers 503 for one more reason.
+CHARGE_UNAVAILABLE = ("Temporarily unavailable: ERR_NOT_READY (the database does not answer; retry after "
+                      "Retry-After seconds), or ERR_DISBURSEMENT_UNAVAILABLE (no disbursement daemon with "
+                      "the operator key is running for the intent's network)")
+RETRY_AFTER = {"Retry-After": {"schema": {"type": "integer"},
+                               "description": "Seconds to wait before retrying (ERR_NOT_READY)"}}
 
 
-def error_response(description: str) -> dict[str, Any]:
-    return {"description": description, "headers": RATE_HEADERS,
+def error_response(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"description": description, "headers": {**RATE_HEADERS, **(headers or {})},
             "content": {"application/json": {"schema": ref("Error")}}}
 
 
@@ -271,8 +277,8 @@ def operation(summary: str, scope: str | None, responses: dict[str, Any], *, err
     else:
         op["description"] = f"Requires an API key with the `{scope}` scope."
         errors = ("401", "403", *errors)
-    for code in ("400", *errors, "429", "500"):
-        op["responses"].setdefault(code, error_response(ERRORS[code]))
+    for code in ("400", *errors, "429", "500", "503"):
+        op["responses"].setdefault(code, error_response(ERRORS[code], RETRY_AFTER if code == "503" else None))
     if parameters:
         op["parameters"] = parameters
     if body is not None:
@@ -282,7 +288,8 @@ def operation(summary: str, scope: str | None, responses: dict[str, Any], *, err
             "name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string",
                                                                                      "minLength": 1,
                                                                                      "maxLength": 255},
-            "description": "Same key and body within 24 h: the first response again; other body: 409"})
+            "description": "Same key and body within 24 h: the first response again (if it was lost after "
+                           "the resource was created, that resource); other body: 409"})
     return op
 
 

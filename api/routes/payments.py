@@ -9,7 +9,16 @@ from typing import Annotated, Any
 from aiohttp import web
 from pydantic import Field, WithJsonSchema, field_validator
 
-from vip.api.context import CLOCK, ENGINE, RPCS, SETTINGS, principal, requires
+from vip.api.context import (
+    CLOCK,
+    ENGINE,
+    IDEMPOTENCY,
+    IDEMPOTENT_RESOURCE,
+    RPCS,
+    SETTINGS,
+    principal,
+    requires,
+)
 from vip.api.jsonio import json_response
 from vip.api.validation import Body, read_body
 from vip.formats import address_in
@@ -90,12 +99,16 @@ class CreateCharge(Body):
 @requires("disburse")
 async def create_payment_intent(request: web.Request) -> web.Response:
     body = await read_body(request, CreatePaymentIntent)
+    if IDEMPOTENT_RESOURCE in request:  # the first attempt created it; its answer was lost
+        intent = await service.get_intent(request.app[ENGINE], principal(request).organisation_id,
+                                          request[IDEMPOTENT_RESOURCE])
+        return json_response({"payment_intent": intent_json(intent)}, status=201)
     intent = await service.create_intent(
         request.app[ENGINE], request.app[CLOCK], request.app[SETTINGS], request.app[RPCS],
         organisation_id=principal(request).organisation_id, request=service.IntentRequest(
             user_id=body.user_id, amount_usd=body.amount_usd, token=body.token, network=body.network,
             recipient_wallet=body.recipient_wallet, funding_wallet=body.funding_wallet,
-            metadata=body.metadata))
+            metadata=body.metadata), idempotency=request.get(IDEMPOTENCY))
     return json_response({"payment_intent": intent_json(intent)}, status=201)
 
 
@@ -111,10 +124,15 @@ async def get_payment_intent(request: web.Request) -> web.Response:
 @requires("disburse")
 async def create_charge(request: web.Request) -> web.Response:
     body = await read_body(request, CreateCharge)
-    charge, intent = await service.create_charge(
-        request.app[ENGINE], request.app[CLOCK], request.app[SETTINGS], request.app[RPCS],
-        organisation_id=principal(request).organisation_id, intent_id=body.payment_intent_id,
-        approval_tx_hash=body.approval_tx_hash)
+    if IDEMPOTENT_RESOURCE in request:  # the first attempt created it; its answer was lost
+        charge, intent = await service.recover_charge(
+            request.app[ENGINE], request.app[SETTINGS], principal(request).organisation_id,
+            request[IDEMPOTENT_RESOURCE])
+    else:
+        charge, intent = await service.create_charge(
+            request.app[ENGINE], request.app[CLOCK], request.app[SETTINGS], request.app[RPCS],
+            organisation_id=principal(request).organisation_id, intent_id=body.payment_intent_id,
+            approval_tx_hash=body.approval_tx_hash, idempotency=request.get(IDEMPOTENCY))
     status = 202 if charge.status == CHARGE_PENDING else 201
     return json_response({"charge": charge_json(charge, intent)}, status=status)
 

@@ -33,11 +33,14 @@ contract Disbursement {
     error AlreadyDisbursed(bytes32 intentId);
     error InvalidArgument();
 
-    constructor(address operator_) {
-        if (operator_ == address(0)) revert InvalidArgument();
-        owner = msg.sender;
+    /// @notice The owner is named rather than taken from msg.sender: a deployment through a CREATE2
+    /// factory (the deterministic deployment proxy) would otherwise leave the factory as the owner, and
+    /// nobody could ever change the operator.
+    constructor(address operator_, address owner_) {
+        if (operator_ == address(0) || owner_ == address(0)) revert InvalidArgument();
+        owner = owner_;
         operator = operator_;
-        emit OwnershipTransferred(address(0), msg.sender);
+        emit OwnershipTransferred(address(0), owner_);
         emit OperatorChanged(address(0), operator_);
     }
 

@@ -40,6 +40,10 @@ ENV_STATE_SECRET = "VIP_STATE_SECRET"  # signs OAuth state values
 # Disbursement operator key: the key itself, or a keystore file (path in config) and its password.
 ENV_OPERATOR_KEY = "VIP_OPERATOR_KEY"
 ENV_OPERATOR_KEYSTORE_PASSWORD = "VIP_OPERATOR_KEYSTORE_PASSWORD"
+# The key that deploys the disbursement contract and owns it (`vip contracts`), when not the operator's:
+# the key itself, or a keystore file (`disbursement.deployer_keystore`) and its password.
+ENV_DEPLOYER_KEY = "VIP_DEPLOYER_KEY"
+ENV_DEPLOYER_KEYSTORE_PASSWORD = "VIP_DEPLOYER_KEYSTORE_PASSWORD"
 # The key ring that seals stored secrets (platform tokens, webhook signing secrets): `id:key,...`, the
 # first key seals (vip.token_cipher).
 ENV_TOKEN_KEY = "VIP_TOKEN_KEY"
@@ -50,6 +54,12 @@ ENV_API_KEY = "VIP_API_KEY"
 ENV_ANVIL_BIN = "VIP_ANVIL_BIN"  # the local chain's binary (`vip dev` and the test plugin only)
 # Also read: each network's `rpc_url_env` and each platform's `client_secret_env`, variables the
 # configuration files name (`VIP_RPC_ETHEREUM`, `VIP_PLATFORM_PAYSTREAM_SECRET`, ...).
+
+
+def config_overlay_files(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The overlay files named in $VIP_CONFIG, in order."""
+    env = os.environ if environ is None else environ
+    return [Path(p) for p in env.get(ENV_CONFIG_FILES, "").split(os.pathsep) if p]
 
 
 def anvil_override(environ: Mapping[str, str] | None = None) -> str | None:
@@ -269,6 +279,20 @@ class DisbursementConfig(_Strict):
     operator_private_key: SecretStr | None = None
     operator_keystore: str | None = None
     operator_keystore_password: SecretStr | None = None
+    # The operator's public address (written by `vip contracts deploy`): what `vip serve`, which holds no
+    # key, checks the contracts' operator against at start; `vip index` checks its key's address too.
+    operator_address: str | None = None
+    # The deployer and owner of the contract (`vip contracts deploy`, `set-operator` only).
+    deployer_private_key: SecretStr | None = None
+    deployer_keystore: str | None = None
+    deployer_keystore_password: SecretStr | None = None
+
+    @field_validator("operator_address")
+    @classmethod
+    def _operator_address(cls, value: str | None) -> str | None:
+        if value is not None and not is_address(value):
+            raise ValueError(f"{value!r} is not an address")
+        return to_checksum_address(value) if value else None
 # --- webhooks (issue 6) ---
 class WebhookConfig(_Strict):
     """Delivery of events to lenders' endpoints. The retry schedule is the spec's (vip.webhooks.schedule)."""
@@ -435,7 +459,8 @@ class Settings(_Strict):
         """These settings with no operator key, keystore or password: what the API runs with, so that
         even a compromised API process holds nothing that signs (the daemon executes every charge)."""
         disbursement = self.disbursement.model_copy(update={
-            "operator_private_key": None, "operator_keystore": None, "operator_keystore_password": None})
+            "operator_private_key": None, "operator_keystore": None, "operator_keystore_password": None,
+            "deployer_private_key": None, "deployer_keystore": None, "deployer_keystore_password": None})
         return self.model_copy(update={"disbursement": disbursement})
 
     @property
@@ -502,7 +527,7 @@ def load_settings(
     raw: dict = {}
     files = sorted(config_dir.glob("*.toml"))
     files += list(extra_files or [])
-    files += [Path(p) for p in env.get(ENV_CONFIG_FILES, "").split(os.pathsep) if p]
+    files += config_overlay_files(env)
     for path in files:
         raw = deep_merge(raw, _read_toml(path))
 
@@ -527,6 +552,10 @@ def load_settings(
         raw.setdefault("api", {})["token_key"] = env[ENV_TOKEN_KEY]
     if env.get(ENV_OPERATOR_KEY):
         raw.setdefault("disbursement", {})["operator_private_key"] = env[ENV_OPERATOR_KEY]
+    if env.get(ENV_DEPLOYER_KEY):
+        raw.setdefault("disbursement", {})["deployer_private_key"] = env[ENV_DEPLOYER_KEY]
+    if env.get(ENV_DEPLOYER_KEYSTORE_PASSWORD):
+        raw.setdefault("disbursement", {})["deployer_keystore_password"] = env[ENV_DEPLOYER_KEYSTORE_PASSWORD]
     if env.get(ENV_API_URL):
         raw.setdefault("client", {})["api_url"] = env[ENV_API_URL]
     if env.get(ENV_API_KEY):

@@ -73,12 +73,14 @@ async def _health_handler(_: web.Request) -> web.Response:
     return web.json_response({"status": "ok", "role": "indexer"})
 
 
-def _ready_handler(engine, networks: list[NetworkConfig], rpcs: dict[str, RpcClient] | None):
+def _ready_handler(engine, networks: list[NetworkConfig], rpcs: dict[str, RpcClient] | None,
+                   gates: dict[str, asyncio.Event] | None = None):
     probe = readiness.CachedReadiness()
 
     async def handler(_: web.Request) -> web.Response:
         async with aiohttp.ClientSession(trace_configs=[http_trace()]) as http:
             problems = await probe.problems(engine, http, networks, rpcs)
+        problems.update(readiness.gate_problems(gates or {}))
         if problems:
             return web.json_response({"status": "not_ready", "role": "indexer", "problems": problems},
                                      status=503)
@@ -88,14 +90,16 @@ def _ready_handler(engine, networks: list[NetworkConfig], rpcs: dict[str, RpcCli
 
 
 async def start_metrics_server(host: str, port: int, engine=None, networks: list[NetworkConfig] | None = None,
-                               rpcs: dict[str, RpcClient] | None = None) -> web.AppRunner:
+                               rpcs: dict[str, RpcClient] | None = None,
+                               gates: dict[str, asyncio.Event] | None = None) -> web.AppRunner:
     """/metrics, /healthz (liveness) and, given the engine, /readyz (database and RPCs answer; through
-    `rpcs`, the networks' budgeted clients, when given)."""
+    `rpcs`, the networks' budgeted clients, when given; and every gate in `gates` is set: the jobs this
+    daemon must have started before it counts as ready, such as its registration as a charge executor)."""
     app = web.Application()
     app.router.add_get("/metrics", _metrics_handler)
     app.router.add_get("/healthz", _health_handler)
     if engine is not None:
-        app.router.add_get("/readyz", _ready_handler(engine, networks or [], rpcs))
+        app.router.add_get("/readyz", _ready_handler(engine, networks or [], rpcs, gates))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
@@ -112,10 +116,12 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
     engine = create_engine(database_url, pool_size=4 + 2 * len(chosen))
     # One client and one budget per network, shared by all its callers (decision 233).
     rpcs = [network_client(settings, n) for n in chosen]
+    # What must have happened before /readyz answers 200 (filled by the jobs that start below).
+    gates: dict[str, asyncio.Event] = {}
     runner = None
     if serve_metrics:
         runner = await start_metrics_server(settings.daemon.metrics_host, settings.daemon.metrics_port,
-                                            engine, chosen, {r.network: r for r in rpcs})
+                                            engine, chosen, {r.network: r for r in rpcs}, gates)
         log.info("metrics listening", url=f"http://{settings.daemon.metrics_host}:"
                                           f"{settings.daemon.metrics_port}/metrics")
     tasks = []
@@ -131,7 +137,7 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
     # Disbursement: approval confirmation, intent expiry, charge completion.
     jobs = {r.network: r.at(Priority.JOBS) for r in rpcs}
     clock = clock_for(settings, jobs)
-    tasks += payment_tasks(settings, engine, jobs, clock, stop)
+    tasks += payment_tasks(settings, engine, jobs, clock, stop, gates)
     # Verification: the VIP generation job (not bound to a network; several daemons share its rows).
     vip_job = VipReportJob(settings, engine, clock, settings.platforms)
     tasks.append(asyncio.create_task(vip_job.run(stop), name="vip-report-job"))

@@ -76,6 +76,12 @@ async def readiness(engine: AsyncEngine, http: aiohttp.ClientSession, networks: 
     return {name: problem for name, problem in zip(names, found, strict=True) if problem is not None}
 
 
+def gate_problems(gates: Mapping[str, asyncio.Event]) -> dict[str, str]:
+    """A problem for each of a process's start-up steps not done yet (`charge_executor`: the daemon has
+    not registered as the executor of its networks' charges)."""
+    return {name: "not started yet" for name, done in gates.items() if not done.is_set()}
+
+
 class CachedReadiness:
     """The probe's answer, reused for `ttl_s`. Readiness is public and never rate-limited (load balancers
     poll it), so without this anyone could turn requests to it into calls to the lender's paid RPC

@@ -29,3 +29,23 @@ def load_operator(config: DisbursementConfig) -> LocalAccount:
         raise OperatorKeyMissing("no operator key: set $VIP_OPERATOR_KEY or disbursement.operator_keystore")
     account: LocalAccount = Account.from_key(key)  # eth-account leaves it untyped
     return account
+
+
+def load_deployer(config: DisbursementConfig) -> LocalAccount:
+    """The key that deploys and owns the disbursement contract: $VIP_DEPLOYER_KEY, or
+    `disbursement.deployer_keystore` with $VIP_DEPLOYER_KEYSTORE_PASSWORD; without either, the operator's."""
+    if config.deployer_private_key is not None:
+        deployer: LocalAccount = Account.from_key(config.deployer_private_key.get_secret_value())
+        return deployer
+    if config.deployer_keystore:
+        if config.deployer_keystore_password is None:
+            raise OperatorKeyMissing("deployer_keystore is set but $VIP_DEPLOYER_KEYSTORE_PASSWORD is not")
+        keystore = json.loads(Path(config.deployer_keystore).read_text())
+        key = Account.decrypt(keystore, config.deployer_keystore_password.get_secret_value())
+        from_keystore: LocalAccount = Account.from_key(key)
+        return from_keystore
+    try:
+        return load_operator(config)
+    except OperatorKeyMissing:
+        raise OperatorKeyMissing("no deployer key: set $VIP_DEPLOYER_KEY (or disbursement.deployer_keystore "
+                                 "and $VIP_DEPLOYER_KEYSTORE_PASSWORD), or the operator's key") from None

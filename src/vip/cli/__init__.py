@@ -1,10 +1,11 @@
-"""The `vip` command: dev, index, serve, migrate, watch, status, orgs, keys, staff, webhooks, listen,
-trigger, funding-wallets, sign-in-domains, secrets, time-travel."""
+"""The `vip` command: dev, index, serve, migrate, contracts, watch, status, orgs, keys, staff, webhooks,
+listen, trigger, funding-wallets, sign-in-domains, secrets, time-travel."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
 from datetime import UTC, datetime
@@ -13,11 +14,15 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 from alembic import command as alembic_command
+from web3 import Web3
 
 from vip.accounts import keys
 from vip.api.app import create_app
 from vip.chain import time_travel
+from vip.chain.deployment import contract_problem
+from vip.chain.operator import OperatorKeyMissing, load_operator
 from vip.chain.rpc import RpcError
+from vip.cli.contracts import add_contracts_parser, run_contracts_command
 from vip.cli.dev_stack import DEFAULT_DATA_DIR, with_dev_stack
 from vip.cli.errors import explain, shown_database
 from vip.cli.funding_wallets import add_funding_wallets_parser, run_funding_wallets_command
@@ -104,8 +109,32 @@ def refuses_to_start(settings: Settings, args: argparse.Namespace) -> bool:
     return error is not None
 
 
+def contracts_error(settings: Settings, command: str, networks: list[str] | None = None) -> str | None:
+    """Why `command` must not start: a configured disbursement contract is not our contract, or its
+    operator is not ours (the daemon's key, else `disbursement.operator_address`). None when every one is."""
+    operator = settings.disbursement.operator_address
+    if command == "index":
+        with contextlib.suppress(OperatorKeyMissing):
+            operator = load_operator(settings.disbursement).address
+    for network in settings.enabled_networks():
+        if not network.disbursement_contract or (networks and network.name not in networks):
+            continue
+        w3 = Web3(Web3.HTTPProvider(network.rpc_url, request_kwargs={"timeout": 30}))
+        try:
+            problem = contract_problem(w3, network.chain_id, network.disbursement_contract, operator)
+        except Exception as exc:  # the node's refusal or silence, whatever the transport raises
+            problem = f"its RPC could not be read ({type(exc).__name__}); the contract is unchecked"
+        if problem:
+            return (f"vip {command}: refusing to start: {network.name}'s disbursement contract: {problem}")
+    return None
+
+
 def cmd_index(settings: Settings, args: argparse.Namespace) -> int:
     if refuses_to_start(settings, args):
+        return 2
+    error = contracts_error(settings, "index", args.network)
+    if error:
+        print(error, file=sys.stderr)
         return 2
     url = database_url(settings)
     migrate(url)
@@ -115,6 +144,10 @@ def cmd_index(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     if refuses_to_start(settings, args):
+        return 2
+    error = contracts_error(settings, "serve")
+    if error:
+        print(error, file=sys.stderr)
         return 2
     if settings.operator_key_given:
         print("vip serve: ignoring the operator key in the environment: the API never signs, `vip index` "
@@ -141,6 +174,10 @@ def cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
                    args.anvil_port, args.api_port, args.metrics_port, demo=not args.no_demo,
                    configured_database_url=settings.database_url, reset=args.reset, personas=args.persona,
                    provider=args.provider)
+
+
+def cmd_contracts(settings: Settings, args: argparse.Namespace) -> int:
+    return run_contracts_command(settings, database_url(settings), args)
 
 
 def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
@@ -328,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
+    add_contracts_parser(sub).set_defaults(func=cmd_contracts)
     revision = sub.add_parser("revision", help="write a migration from changes in vip/store/tables.py")
     revision.add_argument("-m", "--message", required=True, help="the migration's one-line summary")
     revision.set_defaults(func=cmd_revision)

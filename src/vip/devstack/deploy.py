@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eth_account import Account
 from eth_typing import ChecksumAddress
 from web3 import Web3
 from web3.types import TxReceipt
@@ -30,7 +31,8 @@ def deploy_local_contracts(
         usdt=deploy_contract(
             w3, "TetherStyleStablecoin", "Tether USD", "USDT", minter_address, private_key=deployer_key
         ),
-        disbursement=deploy_contract(w3, "Disbursement", operator_address, private_key=deployer_key),
+        disbursement=deploy_contract(w3, "Disbursement", operator_address,
+                                     Account.from_key(deployer_key).address, private_key=deployer_key),
         sprayer=deploy_contract(w3, "TransferSprayer", private_key=deployer_key),
     )
 

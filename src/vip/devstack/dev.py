@@ -222,7 +222,9 @@ def run_dev(data_dir: Path, state_file: Path | None, anvil_port: int, api_port: 
             out = (logs / f"{role}.log").open("ab")
             children.append(subprocess.Popen([*vip, role], env=role_env, stdout=out,
                                              stderr=subprocess.STDOUT))
-        wait_http(f"http://127.0.0.1:{metrics_port}/healthz", 60, children[0])
+        # Ready, not only alive: the daemon has registered as the charge executor (a charge sent before
+        # would be answered 503).
+        wait_http(f"http://127.0.0.1:{metrics_port}/readyz", 60, children[0])
         wait_http(f"{base_url}/healthz", 60, children[1])
         api_key = dev_api_key(database_url, data_dir / "dev-api-key")
         dashboard_password = dev_dashboard_admin(database_url, data_dir / "dev-dashboard-password")

@@ -45,6 +45,7 @@ from vip.errors import ERROR_TEXT_LIMIT, ApiError, Conflict, NotFound, Unprocess
 from vip.ids import new_id
 from vip.indexer.store import add_watched_address
 from vip.payments import ledger, rules, store
+from vip.store.idempotency import IdempotencyClaim, record_resource
 
 log = structlog.get_logger(__name__)
 
@@ -67,8 +68,10 @@ class IntentRequest:
 
 
 async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, rpcs: RpcClients, *,
-                        organisation_id: str, request: IntentRequest) -> Row[Any]:
-    """A new intent waiting for its approval; the network's approvals are indexed from now on.
+                        organisation_id: str, request: IntentRequest,
+                        idempotency: IdempotencyClaim | None = None) -> Row[Any]:
+    """A new intent waiting for its approval; the network's approvals are indexed from now on (recorded
+    under the request's Idempotency-Key in the same transaction).
 
     Its approval instructions ask for the total allowance the funding wallet must give the spender: every
     open intent of the same wallet, token and spender, plus this one (vip.payments.ledger), so that
@@ -107,7 +110,7 @@ async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, r
         # Under the allowance's lock, so two intents created together each count the other.
         await ledger.lock(conn, allowance)
         total = amount + await ledger.open_total(conn, allowance, now)
-        return await store.create_intent(conn, {
+        intent = await store.create_intent(conn, {
             "id": new_id("pi"), "organisation_id": organisation_id, "user_id": request.user_id,
             "amount_usd": request.amount_usd, "amount": amount, "token": request.token,
             "token_address": allowance.token,
@@ -116,6 +119,8 @@ async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, r
             "expires_at": now + timedelta(seconds=settings.disbursement.intent_ttl_s),
             "approval_reset_required": reset, "approval_amount": total, "created_block": created_block,
         }, now)
+        await record_resource(conn, idempotency, intent.id)
+        return intent
 
 
 async def _check_intent_parties(conn: AsyncConnection, organisation_id: str, network: NetworkConfig,
@@ -168,10 +173,11 @@ async def get_intent(engine: AsyncEngine, organisation_id: str, intent_id: str) 
 
 
 async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings, rpcs: RpcClients, *,
-                        organisation_id: str, intent_id: str,
-                        approval_tx_hash: str) -> tuple[Row[Any], Row[Any]]:
-    """Charge a confirmed intent once (see the module docstring): record the charge for the daemon, wait
-    up to `charge_wait_s` for it to settle, and return it (pending if it has not) with its intent."""
+                        organisation_id: str, intent_id: str, approval_tx_hash: str,
+                        idempotency: IdempotencyClaim | None = None) -> tuple[Row[Any], Row[Any]]:
+    """Charge a confirmed intent once (see the module docstring): record the charge for the daemon (and,
+    in the same transaction, under the request's Idempotency-Key), wait up to `charge_wait_s` for it to
+    settle, and return it (pending if it has not) with its intent."""
     now = await clock.now()
     approval = approval_tx_hash.lower()
     config = settings.disbursement
@@ -197,6 +203,7 @@ async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings, r
                 "id": new_id("ch"), "organisation_id": organisation_id, "payment_intent_id": intent.id,
                 "network": intent.network, "approval_tx_hash": approval, "created_at": now,
             })
+            await record_resource(conn, idempotency, charge.id)
     except IntegrityError as exc:  # unreachable while the row lock holds; the unique column is the backstop
         raise Conflict("this payment intent has already been charged",
                        {"payment_intent_id": intent_id}, code="ERR_ALREADY_CHARGED") from exc
@@ -247,6 +254,15 @@ async def _await_settlement(engine: AsyncEngine, charge_id: str, wait_s: float) 
             return
         await asyncio.sleep(min(interval, left))
         interval = min(interval * 2, SETTLE_POLL_MAX_S)
+
+
+async def recover_charge(engine: AsyncEngine, settings: Settings, organisation_id: str,
+                         charge_id: str) -> tuple[Row[Any], Row[Any]]:
+    """The charge a request created before its answer was lost (a retry with its Idempotency-Key): waited
+    for as the first request would have (up to `charge_wait_s`), then returned with its intent."""
+    await get_charge(engine, organisation_id, charge_id)  # 404 for anything not the organisation's
+    await _await_settlement(engine, charge_id, settings.disbursement.charge_wait_s)
+    return await get_charge(engine, organisation_id, charge_id)
 
 
 async def get_charge(engine: AsyncEngine, organisation_id: str, charge_id: str) -> tuple[Row[Any], Row[Any]]:

@@ -202,8 +202,10 @@ class ChargeCompleter:
 
 
 def payment_tasks(settings: Settings, engine: AsyncEngine, rpcs: dict[str, RpcClient], clock: Clock,
-                  stop: asyncio.Event) -> list[asyncio.Task]:
-    """The disbursement workers for the networks this daemon follows that have a disbursement contract."""
+                  stop: asyncio.Event, gates: dict[str, asyncio.Event] | None = None) -> list[asyncio.Task]:
+    """The disbursement workers for the networks this daemon follows that have a disbursement contract.
+    With the operator key, `gates["charge_executor"]` is set once this daemon is registered as the
+    executor of its networks' charges (its readiness waits for it: a charge sent before would be 503)."""
     networks = [settings.network(name) for name in rpcs if settings.network(name).disbursement_contract]
     if not networks:
         return []
@@ -226,6 +228,8 @@ def payment_tasks(settings: Settings, engine: AsyncEngine, rpcs: dict[str, RpcCl
     executor = ChargeExecutor(settings, engine, {n.name: rpcs[n.name] for n in networks}, operator, clock)
     completer = ChargeCompleter(executor, engine, config.poll_interval_s, config.lease_s,
                                 config.executor_stale_s)
+    if gates is not None:
+        gates["charge_executor"] = completer.announced
     tasks.append(asyncio.create_task(completer.run(stop), name="charge-completion"))
     log.info("disbursement jobs running", networks=[n.name for n in networks], operator=operator.address)
     return tasks

@@ -337,6 +337,9 @@ idempotency_keys = Table(
     Column("request_hash", Text, nullable=False),
     Column("status_code", Integer),  # null while the first request is still running
     Column("response_body", Text),  # byte-for-byte what was sent
+    # What the request created, written in the transaction that created it (a charge, an intent): a retry
+    # after a lost answer is answered with it (vip.store.idempotency).
+    Column("resource_id", Text),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=NOW),
     PrimaryKeyConstraint("api_key_id", "key"),
 )
