@@ -4,14 +4,14 @@ starts at its final block (its commits queued everything up to there); a new one
 the start of its index.
 
 Revision ID: 0026
-Revises: 0022
+Revises: 0024
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = '0026'
-down_revision = '0022'
+down_revision = '0024'
 branch_labels = None
 depends_on = None
 
