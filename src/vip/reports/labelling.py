@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import structlog
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from structlog.typing import FilteringBoundLogger
 
 from vip import metrics
 from vip.accounts import test_clocks
@@ -85,7 +87,8 @@ class LabellingJob:
             bound.info("labels written", seconds=round(time.perf_counter() - started, 3))
         return result in (LABELLED, SKIPPED, "fetching")
 
-    async def _label(self, conn: AsyncConnection, row, now: datetime, bound) -> str | None:
+    async def _label(self, conn: AsyncConnection, row: Row[Any], now: datetime,
+                     bound: FilteringBoundLogger) -> str | None:
         """LABELLED, SKIPPED (nothing to label), BUSY (another run writes the user's labels: after it),
         or "fetching" / None while the trace's history is not indexed yet."""
         if not await labels.try_lock_user_labels(conn, row.user_id):
@@ -116,7 +119,8 @@ class LabellingJob:
         outcome = verify(wallets, gathered.transfers, records, platforms, periods, self.config,
                          known=gathered.known, capped=gathered.capped, prior_flags=prior, history_from=since,
                          openings=gathered.openings)
-        organisation_id = await conn.scalar(select(users.c.organisation_id).where(users.c.id == row.user_id))
+        organisation_id: str = (await conn.execute(
+            select(users.c.organisation_id).where(users.c.id == row.user_id))).scalar_one()
         await labels.store_labels(conn, user_id=row.user_id, organisation_id=organisation_id, outcome=outcome,
                                   now=now)
         await label_queue.done(conn, row.id)

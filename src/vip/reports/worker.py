@@ -13,7 +13,9 @@ from decimal import Decimal
 from typing import Any
 
 import structlog
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from structlog.typing import FilteringBoundLogger
 
 from vip import metrics
 from vip.accounts import test_clocks
@@ -95,7 +97,8 @@ class VipReportJob:
         bound.info("VIP generated", status=status, seconds=round(time.perf_counter() - started, 3))
         return True
 
-    async def _generate(self, conn: AsyncConnection, row, now: datetime, bound) -> str | None:
+    async def _generate(self, conn: AsyncConnection, row: Row[Any], now: datetime,
+                        bound: FilteringBoundLogger) -> str | None:
         """The report's final status; "fetching" or None while its counterparties are not indexed yet."""
         config = self.config
         wallets = await inputs.active_wallets(conn, row.user_id)
@@ -135,7 +138,8 @@ class VipReportJob:
         body = vip_report(outcome, vip_id=row.id, user_id=row.user_id, generated_at=as_of, config=config)
         await vip_reports.finish(conn, row, body, cashflow, now)
         await self._income_change(conn, row, body, now)
-        return body["status"]
+        status: str = body["status"]
+        return status
 
     async def _cashflow(self, conn: AsyncConnection, wallets: list[Wallet], outcome: Outcome,
                         periods: list[str], start: datetime, end: datetime) -> dict[str, Any]:
@@ -162,7 +166,8 @@ class VipReportJob:
                                  "lending_protocol": o.lending_protocol, "total_usd": usd(o.total_usd),
                                  "transfers": o.transfers} for o in found]}
 
-    async def _income_change(self, conn: AsyncConnection, row, body: dict[str, Any], now: datetime) -> None:
+    async def _income_change(self, conn: AsyncConnection, row: Row[Any], body: dict[str, Any],
+                             now: datetime) -> None:
         if body["status"] not in ("verified", "partially_verified"):
             return
         previous = await vip_reports.previous_finished(conn, row.user_id, row.id)
