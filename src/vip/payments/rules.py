@@ -15,6 +15,7 @@ from eth_utils import keccak
 from vip.config import NetworkConfig, Settings
 from vip.errors import ApiError, Conflict, Unprocessable, ValidationFailed
 from vip.formats import iso
+from vip.payments.records import Charge, FundingWallet, PaymentIntent
 
 USD_DECIMALS = 6
 # Approvals given before the intent (a standing allowance) are found if they are at most this old.
@@ -90,7 +91,8 @@ class Reservation:
     organisation_id: str = ""
 
 
-def check_funding_wallet(registration: Any, organisation_id: str, network: str, address: str) -> None:
+def check_funding_wallet(registration: FundingWallet | None, organisation_id: str, network: str,
+                         address: str) -> None:
     """An intent may name only a funding wallet registered to its own organisation (a contract wallet:
     registered on the intent's network, where its proof was checked). The refusal does not say whether
     the wallet belongs to someone else."""
@@ -134,7 +136,8 @@ def confirmable(allowance: int, reserved: int, waiting: Sequence[Reservation]) -
     return chosen
 
 
-def check_chargeable(intent: Any, charge: Any | None, now: datetime, approved_in_time: bool = False) -> None:
+def check_chargeable(intent: PaymentIntent, charge: Charge | None, now: datetime,
+                     approved_in_time: bool = False) -> None:
     """Refuse a charge of an intent (a payment_intents row) that is already charged (`charge`: its
     charge row, if any), expired, or whose approval is not confirmed yet. Past `expires_at`, an intent with
     an approval mined in time (`approved_in_time`) is not expired: it waits for that approval's finality."""

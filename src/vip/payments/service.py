@@ -30,7 +30,6 @@ from typing import Any
 
 import structlog
 from eth_utils import to_checksum_address
-from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -45,6 +44,7 @@ from vip.errors import ApiError, Conflict, NotFound, Unprocessable
 from vip.ids import new_id
 from vip.indexer.store import add_watched_address
 from vip.payments import ledger, rules, store
+from vip.payments.records import Charge, PaymentIntent
 
 log = structlog.get_logger(__name__)
 
@@ -67,7 +67,7 @@ class IntentRequest:
 
 
 async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, rpcs: RpcClients, *,
-                        organisation_id: str, request: IntentRequest) -> Row[Any]:
+                        organisation_id: str, request: IntentRequest) -> PaymentIntent:
     """A new intent waiting for its approval; the network's approvals are indexed from now on.
 
     Its approval instructions ask for the total allowance the funding wallet must give the spender: every
@@ -159,7 +159,7 @@ async def _allowance_not_zero(rpcs: RpcClients, network: NetworkConfig, token: s
         return True
 
 
-async def get_intent(engine: AsyncEngine, organisation_id: str, intent_id: str) -> Row[Any]:
+async def get_intent(engine: AsyncEngine, organisation_id: str, intent_id: str) -> PaymentIntent:
     async with engine.connect() as conn:
         row = await store.load_intent(conn, intent_id, organisation_id=organisation_id)
     if row is None:
@@ -169,7 +169,7 @@ async def get_intent(engine: AsyncEngine, organisation_id: str, intent_id: str) 
 
 async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings, rpcs: RpcClients, *,
                         organisation_id: str, intent_id: str,
-                        approval_tx_hash: str) -> tuple[Row[Any], Row[Any]]:
+                        approval_tx_hash: str) -> tuple[Charge, PaymentIntent]:
     """Charge a confirmed intent once (see the module docstring): record the charge for the daemon, wait
     up to `charge_wait_s` for it to settle, and return it (pending if it has not) with its intent."""
     now = await clock.now()
@@ -202,11 +202,11 @@ async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings, r
                        {"payment_intent_id": intent_id}, code="ERR_ALREADY_CHARGED") from exc
     await _await_settlement(engine, charge.id, config.charge_wait_s)
     async with engine.connect() as conn:
-        charge = await store.load_charge(conn, charge.id)
-        return charge, await store.load_intent(conn, charge.payment_intent_id)
+        settled = await store.existing_charge(conn, charge.id)
+        return settled, await store.intent_of_charge(conn, settled)
 
 
-async def _is_intent_approval(conn: AsyncConnection, intent: Row[Any], tx_hash: str) -> bool:
+async def _is_intent_approval(conn: AsyncConnection, intent: PaymentIntent, tx_hash: str) -> bool:
     """The confirming approval, or any indexed Approval of the same owner, spender and token."""
     return tx_hash == intent.approval_tx_hash or await store.is_indexed_approval(conn, intent, tx_hash)
 
@@ -249,10 +249,11 @@ async def _await_settlement(engine: AsyncEngine, charge_id: str, wait_s: float) 
         interval = min(interval * 2, SETTLE_POLL_MAX_S)
 
 
-async def get_charge(engine: AsyncEngine, organisation_id: str, charge_id: str) -> tuple[Row[Any], Row[Any]]:
+async def get_charge(engine: AsyncEngine, organisation_id: str,
+                     charge_id: str) -> tuple[Charge, PaymentIntent]:
     """The charge with its intent."""
     async with engine.connect() as conn:
         charge = await store.load_charge(conn, charge_id, organisation_id=organisation_id)
         if charge is None:
             raise NotFound(f"no charge {charge_id}", {"charge_id": charge_id})
-        return charge, await store.load_intent(conn, charge.payment_intent_id)
+        return charge, await store.intent_of_charge(conn, charge)

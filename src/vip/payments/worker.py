@@ -206,7 +206,7 @@ class ChargeCompleter:
 
 
 def payment_tasks(settings: Settings, engine: AsyncEngine, rpcs: dict[str, RpcClient], clock: Clock,
-                  stop: asyncio.Event) -> list[asyncio.Task]:
+                  stop: asyncio.Event) -> list[asyncio.Task[None]]:
     """The disbursement workers for the networks this daemon follows that have a disbursement contract."""
     networks = [settings.network(name) for name in rpcs if settings.network(name).disbursement_contract]
     if not networks:
