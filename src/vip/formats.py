@@ -8,7 +8,7 @@ import re
 from datetime import UTC, date, datetime
 from decimal import Context, Decimal
 from functools import lru_cache
-from typing import Any
+from typing import Any, overload
 
 import orjson
 import simplejson
@@ -17,6 +17,10 @@ from eth_hash.auto import keccak
 USD_PLACES = Decimal("0.000001")
 
 
+@overload
+def iso(ts: datetime) -> str: ...
+@overload
+def iso(ts: datetime | None) -> str | None: ...
 def iso(ts: datetime | None) -> str | None:
     if ts is None:
         return None

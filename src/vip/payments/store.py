@@ -190,7 +190,7 @@ async def expire_late(conn: AsyncConnection, allowance: rules.Allowance, final: 
     return await _expire(conn, due, now)
 
 
-async def _expire(conn: AsyncConnection, due: Select[tuple[str]], now: datetime) -> int:
+async def _expire(conn: AsyncConnection, due: Select[str], now: datetime) -> int:
     rows = [PaymentIntent.of(r) for r in await conn.execute(
         update(payment_intents).where(payment_intents.c.id.in_(due.scalar_subquery()))
         .values(status=rules.EXPIRED, updated_at=now).returning(*payment_intents.c))]
