@@ -20,7 +20,7 @@ from vip.chain.token_reads import TokenState, token_state
 from vip.clock import Clock
 from vip.config import Settings
 from vip.indexer.store import final_block
-from vip.payments import failures, ledger, store
+from vip.payments import failures, ledger, rules, store
 from vip.payments.disburser import Attempt, Disburser, DisburseRejected, Payout
 from vip.payments.records import Charge, PaymentIntent
 
@@ -236,7 +236,7 @@ class ChargeExecutor:
     def _spender(self, intent: PaymentIntent) -> str:
         """The spender the contract pulls this intent through: its organisation's, whatever the row's
         `contract_address` says (contracts/src/Disbursement.sol)."""
-        return spender_of(self.settings.network(intent.network).disbursement_contract,  # type: ignore[arg-type]
+        return spender_of(rules.contract_of(self.settings.network(intent.network)),
                           intent.organisation_id).lower()
 
     def _pull(self, intent: PaymentIntent) -> failures.Pull:

@@ -53,6 +53,14 @@ def disbursement_network(settings: Settings, name: str, token: str) -> NetworkCo
     return network
 
 
+def contract_of(network: NetworkConfig) -> str:
+    """The network's disbursement contract: intents and charges exist only on networks that have one
+    (`disbursement_network`, the daemon's payment tasks)."""
+    if not network.disbursement_contract:
+        raise ValueError(f"network {network.name} has no disbursement contract")
+    return network.disbursement_contract
+
+
 def check_amount(amount_usd: Decimal, maximum_usd: Decimal) -> None:
     """An intent disburses at most the configured maximum."""
     if amount_usd > maximum_usd:

@@ -92,7 +92,7 @@ async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, r
                             {"funding_wallet": "required"}, code="ERR_MISSING_FUNDING_WALLET")
     # The organisation's own spender (see contracts/src/Disbursement.sol): the funding wallet approves it,
     # and the contract pulls this organisation's intents through it only.
-    contract = spender_of(network.disbursement_contract, organisation_id).lower()  # type: ignore[arg-type]
+    contract = spender_of(rules.contract_of(network), organisation_id).lower()
     created_block = await _latest_block(rpcs, network)
     reset = (request.token == "USDT"
              and await _allowance_not_zero(rpcs, network, token.address, funding, contract))

@@ -43,7 +43,7 @@ class ApprovalConfirmer:
         self.log = log.bind(network=network.name, job="approval_confirmation")
 
     def _spender_of(self, organisation_id: str) -> str:
-        return spender_of(self.network.disbursement_contract, organisation_id)  # type: ignore[arg-type]
+        return spender_of(rules.contract_of(self.network), organisation_id)
 
     async def step(self) -> bool:
         now = await self.clock.now()
