@@ -19,7 +19,7 @@ from vip.devstack.anvil import AnvilNode, start_anvil
 from vip.store import transaction_guard
 from vip.store.engine import create_engine
 
-# The fast lane and the full suite (markers e2e and fuzz; tests/support/lanes.py)
+# The fast lane and the full suite (markers chain, e2e and fuzz; tests/support/lanes.py)
 pytest_plugins = ("tests.support.lanes",)
 
 

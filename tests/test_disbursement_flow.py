@@ -28,6 +28,9 @@ from tests.support.payments import (
 )
 from tests.support.real_tokens import shared_real_chain  # noqa: F401 (fixture)
 
+# Each test takes its chain at run time (the test tokens or the real contracts): a chain test either way.
+pytestmark = pytest.mark.chain
+
 
 @pytest.fixture(params=["test tokens", "real tokens"])
 def token_chain(request) -> ChainDriver:

@@ -1,14 +1,16 @@
-"""The suite's two lanes (docs/testing.md).
+"""The suite's lanes (docs/testing.md).
 
-- The fast lane, `scripts/test --fast`, is every test that starts no process of its own: pure tests and
-  tests of the application in this process, on the session's PostgreSQL and Anvil. It is the inner loop.
-- The full suite (`scripts/test`, what CI runs) adds the `e2e` tests, which start processes (`vip`
-  commands, daemons killed with SIGKILL, an Anvil of their own, a browser, a wheel build), and the `fuzz`
-  sweeps of generated requests over every operation.
+- The fast lane, `scripts/test --fast`, is every test that needs no chain and starts no process of its
+  own: the pure rules, and the application in this process on the session's PostgreSQL. It is the inner loop.
+- The full suite (`scripts/test`, what CI runs) adds the `chain` tests (on the session's Anvil: indexing,
+  approvals, charges), the `e2e` tests, which start processes (`vip` commands, daemons killed with SIGKILL,
+  an Anvil of their own, a browser, a wheel build), and the `fuzz` sweeps of generated requests over every
+  operation.
 
-A test is `e2e` when it asks for a fixture that starts processes (`E2E_FIXTURES`, directly or through another
-fixture) or carries the mark. A test that is not and still starts a process (in its own code or in a fixture
-of any scope) fails, naming the program: the fast lane stays what it says.
+A test is `chain` (or `e2e`) when it asks for a fixture in `CHAIN_FIXTURES` (`E2E_FIXTURES`), directly or
+through another fixture, or carries the mark. The lanes are enforced, not remembered: a test that is not
+`e2e` and still starts a process (in its own code or in a fixture of any scope), or that is neither and
+still reaches a chain fixture at run time (`request.getfixturevalue`), fails, naming what it used.
 """
 
 from __future__ import annotations
@@ -23,19 +25,25 @@ import pytest
 # Fixtures that start processes: an Anvil node of the test's own, Chromium (two fixtures), the integrators'
 # plugin's stack (`vip dev` in a subprocess, vip/testing.py).
 E2E_FIXTURES = frozenset({"chain", "dashboard", "browser", "vip_stack"})
+# Fixtures that reach the session's Anvil (with the test tokens, or with the real USDC and USDT contracts).
+CHAIN_FIXTURES = frozenset({"anvil", "w3", "session_chain", "shared_real_chain"})
 # Processes the session starts once for every test (its PostgreSQL, its Anvil): not the test's own.
 SHARED_PROGRAMS = ("anvil", "postgres", "pg_ctl", "initdb")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "chain: uses the session's Anvil (full suite only, not --fast)")
     config.addinivalue_line("markers", "e2e: starts processes of its own (full suite only, not --fast)")
     config.addinivalue_line("markers", "fuzz: generated requests over every operation (full suite only)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+        names = set(getattr(item, "fixturenames", ()))
+        if E2E_FIXTURES & names:
             item.add_marker(pytest.mark.e2e)
+        if CHAIN_FIXTURES & names:
+            item.add_marker(pytest.mark.chain)
 
 
 def _program(args: Any) -> str:
@@ -71,6 +79,8 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     global _started
     outcome = yield
+    if call.when == "call":
+        _refuse_unmarked_chain(item, outcome.get_result())
     if call.when != "teardown" or _started is None:
         return
     started, _started = sorted(set(_started)), None
@@ -79,3 +89,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.outcome = "failed"
         report.longrepr = (f"{item.nodeid} started {started}: mark it `@pytest.mark.e2e` "
                            "(tests/support/lanes.py) so that the fast lane stays free of processes")
+
+
+def _refuse_unmarked_chain(item: pytest.Item, report: pytest.TestReport) -> None:
+    """A test that reached a chain fixture at run time without being marked would slow the fast lane."""
+    if not report.passed or item.get_closest_marker("chain") or item.get_closest_marker("e2e"):
+        return
+    request = getattr(item, "_request", None)
+    used = sorted(CHAIN_FIXTURES & set(getattr(request, "fixturenames", ())))
+    if used:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} used {used}: mark it `@pytest.mark.chain` "
+                           "(tests/support/lanes.py) so that the fast lane stays free of chains")
