@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hmac
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import aiohttp
 import structlog
@@ -88,7 +88,7 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def metrics_listener(settings: Settings):
+def metrics_listener(settings: Settings) -> Callable[[web.Application], AsyncIterator[None]]:
     """A cleanup context serving /metrics on its own listener (api.metrics_host:metrics_port), with the
     API's error bodies and the token check when one is set."""
 
@@ -125,7 +125,8 @@ def create_app(settings: Settings, database_url: str) -> web.Application:
     # Requests are built as ApiRequest, so that what the HTTP parser refuses (request lines and headers
     # over aiohttp's limits) is answered in the spec's error body too: the request factory is the one
     # place aiohttp lets an application see those requests.
-    app._make_request = functools.partial(app._make_request, _cls=ApiRequest)  # type: ignore[method-assign]
+    make_request = functools.partial(app._make_request, _cls=ApiRequest)
+    app._make_request = make_request  # type: ignore[method-assign]  # aiohttp has no public hook for this
     # The API never signs: whatever operator key reached the settings is dropped here (the daemon, `vip
     # index`, is the only process that executes charges; docs/security.md).
     app[SETTINGS] = settings.without_operator()

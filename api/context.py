@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
 from aiohttp import ClientSession, web
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -35,15 +38,24 @@ def principal(request: web.Request) -> Principal:
     return request[PRINCIPAL]
 
 
-def requires(scope: str):
-    """Mark a handler as needing an API key with `scope` (read, write, disburse, admin)."""
-    def mark(handler):
-        handler.required_scope = scope
-        return handler
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _mark(handler: Callable[P, R], scope: str | None) -> Callable[P, R]:
+    # The access middleware reads the mark (`required_scope`) off the route's handler.
+    vars(handler)["required_scope"] = scope
+    return handler
+
+
+def requires(scope: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Mark a handler as needing an API key with `scope` (read, write, disburse, admin); the handler is
+    returned as it is, with its own type."""
+    def mark(handler: Callable[P, R]) -> Callable[P, R]:
+        return _mark(handler, scope)
     return mark
 
 
-def public(handler):
+def public(handler: Callable[P, R]) -> Callable[P, R]:
     """Mark a handler as reachable without an API key (health, docs, the OAuth callback)."""
-    handler.required_scope = None
-    return handler
+    return _mark(handler, None)

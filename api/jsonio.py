@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
-from vip.formats import (  # noqa: F401 (the API's JSON helpers)
+from vip.formats import (
     USD_PLACES,
     checksum_addresses,
     dumps,
@@ -17,6 +17,10 @@ from vip.formats import (  # noqa: F401 (the API's JSON helpers)
     token_units,
     usd,
 )
+
+# The API's JSON helpers: this module's own, and vip.formats' re-exported for the routes.
+__all__ = ["USD_PLACES", "checksum_addresses", "dumps", "dumps_bytes", "iso", "iso_date", "json_response",
+           "loads", "token_units", "usd"]
 
 
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:

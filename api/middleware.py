@@ -100,7 +100,7 @@ def _as_error_body(response: web.Response) -> None:
 
 
 @web.middleware
-async def request_context(request: web.Request, handler) -> web.StreamResponse:
+async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Request id on every response and log line; every error in the spec's body, never a trace."""
     started = time.perf_counter()
     incoming = request.headers.get("X-Request-Id", "")
@@ -124,7 +124,7 @@ async def request_context(request: web.Request, handler) -> web.StreamResponse:
             code = {404: NotFound.code, 405: "ERR_METHOD_NOT_ALLOWED"}.get(
                 exc.status, "ERR_HTTP")
             # A 405 names the methods the resource has (RFC 9110: Allow is required on a 405).
-            kept = {name: exc.headers[name] for name in (hdrs.ALLOW,) if name in exc.headers}
+            kept: dict[str, str] = {name: exc.headers[name] for name in (hdrs.ALLOW,) if name in exc.headers}
             response = _render(request, ApiError(exc.reason, code=code, status=exc.status, headers=kept))
         except Exception as exc:
             if database_unreachable(exc):
@@ -185,7 +185,7 @@ def _client(request: web.Request) -> str:
 
 
 @web.middleware
-async def access(request: web.Request, handler) -> web.StreamResponse:
+async def access(request: web.Request, handler: Handler) -> web.StreamResponse:
     """API key (401), scope (403) and rate limit (429), with X-RateLimit-* headers on the response."""
     if request.path in UNMETERED or request.path.startswith(ratelimit.DASHBOARD_STATIC):
         return await handler(request)

@@ -12,6 +12,7 @@ said in the descriptions."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -104,10 +105,11 @@ def _json_type(value: Any) -> str:
         return "integer"
     if isinstance(value, float):
         return "number"
-    return {str: "string", list: "array", dict: "object"}[type(value)]
+    names: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return names[type(value)]
 
 
-def _walk(node: Any, visit) -> None:
+def _walk(node: Any, visit: Callable[[dict[str, Any]], None]) -> None:
     if isinstance(node, dict):
         visit(node)
         for value in node.values():
@@ -221,7 +223,8 @@ def _body_constraints(schemas: dict[str, Any], served: ServedValues) -> None:
 
 def _parameter(doc: dict[str, Any], path: str, name: str) -> dict[str, Any]:
     [param] = [p for p in doc["paths"][path]["get"]["parameters"] if p["name"] == name]
-    return param
+    found: dict[str, Any] = param
+    return found
 
 
 def _parameter_constraints(doc: dict[str, Any], served: ServedValues) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic import BaseModel
+
 from vip.api.openapi_schemas import (
     ADDRESS,
     CHARGE_UNAVAILABLE,
@@ -242,7 +246,7 @@ PATHS.update({
         errors=("404",), parameters=[path_param("domain")], tag="Connections")},
 })
 
-BODY_MODELS = [users.CreateUser, admin.CreateKey, sign_in_domains.RegisterSignInDomain,
+BODY_MODELS: list[type[BaseModel]] = [users.CreateUser, admin.CreateKey, sign_in_domains.RegisterSignInDomain,
                wallet_connect.ConnectWallet, platforms.DirectPlatformConnection, payments.CreatePaymentIntent,
                payments.CreateCharge,
                funding_wallets.FundingWalletNonce, funding_wallets.RegisterFundingWallet]
@@ -293,7 +297,7 @@ _PERSONA_EXPECTED = {"type": "object", "properties": {
                        "description": "null: no verified period, so the risk score answers 422"},
     "fraud_flags": {"type": "array", "items": {"type": "string"}}},
     "required": ["status", "periods_verified", "recommendation", "fraud_flags"]}
-_PERSONA = {"type": "object", "properties": {
+_PERSONA: dict[str, Any] = {"type": "object", "properties": {
     "name": {"type": "string"}, "summary": {"type": "string"}, "expected": _PERSONA_EXPECTED},
     "required": ["name", "summary", "expected"]}
 PATHS["/v1/dev/personas"] = {

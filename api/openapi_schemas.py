@@ -258,7 +258,8 @@ def ok_response(description: str, schema: dict[str, Any]) -> dict[str, Any]:
             "content": {"application/json": {"schema": schema}}}
 
 
-def query_param(name: str, schema: dict[str, Any], required: bool = False, description: str = "") -> dict:
+def query_param(name: str, schema: dict[str, Any], required: bool = False,
+                description: str = "") -> dict[str, Any]:
     return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
 
 
@@ -267,7 +268,7 @@ def path_param(name: str) -> dict[str, Any]:
 
 
 def operation(summary: str, scope: str | None, responses: dict[str, Any], *, errors: tuple[str, ...] = (),
-              parameters: list[dict] | None = None, body: type[BaseModel] | None = None,
+              parameters: list[dict[str, Any]] | None = None, body: type[BaseModel] | None = None,
               tag: str = "API") -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "tags": [tag], "responses": dict(responses)}
     if body is not None:

@@ -81,7 +81,8 @@ def decide(count: int, limit: int, window_start: datetime, now: datetime) -> Dec
 
 async def count_request(conn: AsyncConnection, bucket: str, limit: int) -> Decision:
     row = (await conn.execute(_COUNT, {"bucket": bucket})).one()
-    return decide(row.count, limit, row.window_start, row.now)
+    # `count` by key: Row.count is also the tuple method's name
+    return decide(row._mapping["count"], limit, row.window_start, row.now)
 
 
 async def prune(conn: AsyncConnection) -> None:

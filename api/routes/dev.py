@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from aiohttp import web
 from pydantic import Field, WithJsonSchema, model_validator
@@ -50,7 +50,7 @@ class TimeTravelRequest(Body):
         return int(moment.timestamp())
 
 
-def head_json(head: time_travel.ChainHead) -> dict:
+def head_json(head: time_travel.ChainHead) -> dict[str, Any]:
     return {"block_number": head.number, "timestamp": iso(head.time), "unix_timestamp": head.timestamp}
 
 
@@ -93,7 +93,7 @@ class CreatePersona(Body):
                          description="A network marked local = true")
 
 
-def persona_json(persona: Persona) -> dict:
+def persona_json(persona: Persona) -> dict[str, Any]:
     return {"name": persona.name, "summary": persona.summary,
             "expected": {"status": persona.status, "periods_verified": persona.periods_verified,
                          "recommendation": persona.recommendation, "fraud_flags": sorted(persona.flags)}}

@@ -21,6 +21,7 @@ from vip.api.validation import NOT_BLANK, Body, Query, read_body, read_query
 from vip.store.outbox import envelope
 from vip.webhooks import events, service, stream
 from vip.webhooks.catalogue import EVENT_TYPES
+from vip.webhooks.records import Attempt, Delivery, ListedEvent
 from vip.webhooks.signing import encode_body, new_secret
 
 log = structlog.get_logger(__name__)
@@ -42,11 +43,11 @@ def _utc(ts: datetime | None) -> datetime | None:
     return ts.replace(tzinfo=UTC) if ts is not None and ts.tzinfo is None else ts
 
 
-def event_json(row) -> dict[str, Any]:
+def event_json(row: ListedEvent) -> dict[str, Any]:
     return {**envelope(row), "delivery_status": row.delivery_status}
 
 
-def delivery_json(row, attempts: list) -> dict[str, Any]:
+def delivery_json(row: Delivery, attempts: list[Attempt]) -> dict[str, Any]:
     return {
         "id": row.id, "endpoint_id": row.endpoint_id, "url": row.url, "status": row.status,
         "attempt_count": row.attempts, "next_attempt_at": iso(row.next_attempt_at),

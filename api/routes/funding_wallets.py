@@ -18,6 +18,7 @@ from vip.api.routes.payments import ADDRESS_PATTERN, _checksummed
 from vip.api.validation import Body, read_body
 from vip.errors import ValidationFailed
 from vip.payments import funding
+from vip.payments.records import FundingWallet
 
 routes = web.RouteTableDef()
 
@@ -41,7 +42,7 @@ class RegisterFundingWallet(Body):
     _address = field_validator("address")(_checksummed)
 
 
-def funding_wallet_json(row: Any, default: str | None) -> dict[str, Any]:
+def funding_wallet_json(row: FundingWallet, default: str | None) -> dict[str, Any]:
     """A registration; `default` is the organisation's default funding wallet (lowercase) or None."""
     return {"address": to_checksum_address(row.address), "network": row.network, "kind": row.kind,
             "registered_at": iso(row.registered_at), "default": row.address == default}

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from aiohttp import web
 from pydantic import Field, WithJsonSchema
+from sqlalchemy import Row
 
 from vip.accounts import test_clocks
 from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
@@ -45,7 +46,7 @@ class AdvanceTestClock(Body):
     frozen_time: Annotated[datetime, MOMENT] = Field(description="ISO 8601; not before the clock's time")
 
 
-def clock_json(row) -> dict[str, Any]:
+def clock_json(row: Row[Any]) -> dict[str, Any]:
     return {"id": row.id, "name": row.name, "frozen_time": iso(row.frozen_time),
             "created_at": iso(row.created_at)}
 

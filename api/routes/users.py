@@ -6,6 +6,7 @@ from typing import Any
 
 from aiohttp import web
 from pydantic import Field
+from sqlalchemy import Row
 
 from vip.accounts import users
 from vip.api.context import CLOCK, ENGINE, SETTINGS, principal, requires
@@ -24,7 +25,7 @@ class CreateUser(Body):
                                                "(POST /v1/test-clocks); the user is verified at its time")
 
 
-def user_json(row) -> dict[str, Any]:
+def user_json(row: Row[Any]) -> dict[str, Any]:
     shown = {"id": row.id, "external_id": row.external_id, "metadata": row.metadata,
              "created_at": iso(row.created_at)}
     if row.test_clock_id is not None:  # development stacks only: production users never carry it

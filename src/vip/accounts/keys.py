@@ -14,10 +14,11 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import psycopg
 import structlog
-from sqlalchemy import func, select, update
+from sqlalchemy import Row, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -71,7 +72,11 @@ async def ensure_organisation(conn: AsyncConnection, name: str) -> str:
     """The id of the organisation called `name`, created if new."""
     org_id = await conn.scalar(pg_insert(organisations).values(id=new_id("org"), name=name)
                                .on_conflict_do_nothing().returning(organisations.c.id))
-    return org_id or await conn.scalar(select(organisations.c.id).where(organisations.c.name == name))
+    found: str | None = org_id or await conn.scalar(
+        select(organisations.c.id).where(organisations.c.name == name))
+    if found is None:  # the insert met an existing row, which a delete has since taken away
+        raise LookupError(f"organisation {name!r} was removed while being looked up")
+    return found
 
 
 async def organisation_named(conn: AsyncConnection, name: str) -> str | None:
@@ -90,7 +95,7 @@ async def create_key(conn: AsyncConnection, organisation_id: str, scopes: list[s
     return secret, _info(row)
 
 
-def _info(row) -> KeyInfo:
+def _info(row: Row[Any]) -> KeyInfo:
     return KeyInfo(row.id, row.organisation_id, row.prefix, list(row.scopes), row.description,
                    row.created_at, row.last_used_at, row.revoked_at)
 

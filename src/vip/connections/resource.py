@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from eth_utils import to_checksum_address
+from sqlalchemy import Row
 
 from vip.formats import iso
 
@@ -17,7 +18,7 @@ def address_out(address: str | None) -> str | None:
     return to_checksum_address(address) if address else None
 
 
-def connection_json(row) -> dict[str, Any]:
+def connection_json(row: Row[Any]) -> dict[str, Any]:
     """A Connection as create responses, GET /connections and the connection events show it."""
     is_wallet = row.type == "wallet"
     body: dict[str, Any] = {
@@ -37,7 +38,7 @@ def connection_json(row) -> dict[str, Any]:
     return body
 
 
-def list_item(row) -> dict[str, Any]:
+def list_item(row: Row[Any]) -> dict[str, Any]:
     """The spec's list item: id, type, provider, identifier, status, created_at, plus network (wallet)
     or source_type (platform)."""
     return {k: v for k, v in connection_json(row).items() if k in LIST_FIELDS}

@@ -113,13 +113,17 @@ async def verify_message(message: siwe.SiweMessage, signature: str, *, address: 
 
 def _verify_sync(message: siwe.SiweMessage, signature: str, *, domain: str, scheme: str, chain_id: int,
                  now: datetime, rpc_url: str | None, rpc_timeout_s: float) -> None:
-    checks = {"domain": domain, "chain_id": chain_id, "timestamp": now,
-              # The scheme line is optional in EIP-4361; when present it must be ours.
-              "scheme": scheme if message.scheme is not None else None}
+    # The scheme line is optional in EIP-4361; when present it must be ours.
+    wanted_scheme = scheme if message.scheme is not None else None
+
+    def verify(provider: HTTPProvider | None = None) -> None:
+        message.verify(signature, domain=domain, chain_id=chain_id, timestamp=now, scheme=wanted_scheme,
+                       provider=provider)
+
     try:
         try:
             # EOA first: no RPC at all for the common case.
-            message.verify(signature, **checks)
+            verify()
         except siwe.InvalidSignature:
             if rpc_url is None:
                 raise
@@ -132,7 +136,7 @@ def _verify_sync(message: siwe.SiweMessage, signature: str, *, domain: str, sche
             if not (siwe.is_eip6492_signature(signature)
                     or Web3(provider).eth.get_code(Web3.to_checksum_address(message.address))):
                 raise
-            message.verify(signature, provider=provider, **checks)
+            verify(provider)
     except siwe.VerificationError as exc:
         code, text = _REFUSALS.get(type(exc), ("ERR_INVALID_SIGNATURE", "the sign-in could not be verified"))
         raise refused(code, text) from exc

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Row, delete, exists, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import ColumnElement
 
 from vip.connections.income_records import IncomeRecord
 from vip.errors import Conflict
@@ -38,7 +39,7 @@ async def user_connections(conn: AsyncConnection, organisation_id: str, user_id:
     return list(rows)
 
 
-def _this(organisation_id: str, connection_id: str):
+def _this(organisation_id: str, connection_id: str) -> ColumnElement[bool]:
     return (connections.c.id == connection_id) & (connections.c.organisation_id == organisation_id)
 
 
@@ -112,7 +113,7 @@ async def upsert_platform_connection(
         index_where=text("type = 'platform' AND status = 'active'"),
     ).returning(*connections.c))).first()
     created = row is not None
-    if not created:
+    if row is None:
         # The UPDATE locks the row: a concurrent sync of the same account waits for this one.
         row = (await conn.execute(update(connections).where(
             connections.c.user_id == user_id, connections.c.provider == provider,

@@ -18,7 +18,7 @@ from vip.connections import store
 from vip.connections.resource import connection_json
 from vip.connections.sign_in_domains import SignInSite, accepted_sites
 from vip.connections.siwe import parse_message, refused, verify_message
-from vip.errors import ValidationFailed
+from vip.errors import Conflict, ValidationFailed
 from vip.formats import iso
 from vip.indexer.store import add_watched_address
 from vip.store.outbox import record_event
@@ -135,7 +135,11 @@ async def record_wallet_connection(conn: AsyncConnection, *, organisation_id: st
     row = await store.insert_wallet_connection(conn, organisation_id=organisation_id, user_id=user_id,
                                                provider=provider, network=network, address=address, now=now)
     if row is None:  # a racing sign-in of the same user connected it first
-        return await store.active_wallet(conn, user_id, network, address), False
+        raced = await store.active_wallet(conn, user_id, network, address)
+        if raced is None:  # ... and it was revoked again before this read
+            raise Conflict("the connection changed while it was being made; retry",
+                           {"address": address}, code="ERR_CONNECTION_CHANGED")
+        return raced, False
     await add_watched_address(conn, network, address, "wallet", start_time=now - LOOKBACK)
     await record_event(conn, EVENT_CREATED, connection_json(row), created_at=now,
                        organisation_id=organisation_id)

@@ -23,6 +23,7 @@ from vip.connections.resource import connection_json
 from vip.dashboard.borrower_summary import FlagGroup, Summary, group_flags, summarise
 from vip.dashboard.income_chart import income_chart_svg, period_rows
 from vip.formats import checksummed, iso, token_units
+from vip.payments.records import Charge, PaymentIntent
 from vip.payments.shapes import charge_json, intent_json
 from vip.reports import risk_scores, vip_reports
 from vip.store.tables import charges, payment_intents, token_transfers, users, wallets
@@ -203,8 +204,10 @@ async def _intents(conn: AsyncConnection, organisation_id: str, user_id: str) ->
         ids = [r.id for r in rows]
         found = await conn.execute(select(charges).where(charges.c.payment_intent_id.in_(ids)))
         by_intent = {c.payment_intent_id: c for c in found}
-    return [{"intent": intent_json(r),
-             "charge": charge_json(by_intent[r.id], r) if r.id in by_intent else None} for r in rows]
+    intents = [PaymentIntent.of(r) for r in rows]
+    return [{"intent": intent_json(i),
+             "charge": charge_json(Charge.of(by_intent[i.id]), i) if i.id in by_intent else None}
+            for i in intents]
 
 
 # --- transactions -------------------------------------------------------------------------------------------

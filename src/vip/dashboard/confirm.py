@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from aiohttp import web
-from multidict import MultiDictProxy
+from multidict import MultiMapping
 
 from vip.dashboard.render import render
 
 CONFIRMED = "yes"
 
 
-def confirmed(form: MultiDictProxy) -> bool:
+def confirmed(form: MultiMapping[object]) -> bool:
     """Whether the form came from the confirmation page."""
     return form.get("confirmed") == CONFIRMED
 

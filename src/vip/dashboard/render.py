@@ -58,9 +58,10 @@ def when(moment: datetime | str | None) -> str:
     UTC to the second, `2026-03-02 12:04:12 UTC` ("" for none)."""
     if isinstance(moment, str):
         try:
-            moment = datetime.fromisoformat(moment)
+            parsed = datetime.fromisoformat(moment)
         except ValueError:
             return moment
+        moment = parsed
     if moment is None:
         return ""
     if moment.tzinfo is None:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from urllib.parse import quote, urlsplit
 
 from aiohttp import web
+from multidict import MultiMapping
 
 from vip.api.context import ENGINE, SETTINGS, public
 from vip.dashboard import staff as staff_store
@@ -79,7 +80,7 @@ def csrf_matches(expected: str, given: object) -> bool:
     return hmac.compare_digest(expected.encode(), given.encode())
 
 
-def has_nul(form) -> bool:
+def has_nul(form: MultiMapping[object]) -> bool:
     return any(isinstance(value, str) and "\x00" in value for value in form.values())
 
 

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import secrets
 from datetime import timedelta
+from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
+from sqlalchemy import Row
 
 from vip.api.context import CLOCK, ENGINE, HTTP, REQUEST_ID, SETTINGS, public
 from vip.api.ratelimit import request_client
 from vip.dashboard import audit
 from vip.dashboard import staff as staff_store
-from vip.dashboard.borrower_list import needing_attention
-from vip.dashboard.network_view import chain_heads, networks_view, seconds_text
+from vip.dashboard.borrower_list import BorrowerRow, needing_attention
+from vip.dashboard.network_view import NetworkFigures, chain_heads, networks_view, seconds_text
 from vip.dashboard.render import CSRF, STAFF, nav_for, render
 from vip.dashboard.session import (
     COOKIE,
@@ -121,7 +123,9 @@ async def home(request: web.Request) -> web.StreamResponse:
     staff = request[STAFF]
     engine, settings = request.app[ENGINE], request.app[SETTINGS]
     sees = {entry.href for entry in nav_for(staff)}
-    endpoints, borrowers, networks = [], [], []
+    endpoints: list[Row[Any]] = []
+    borrowers: list[BorrowerRow] = []
+    networks: list[NetworkFigures] = []
     flagged_total = 0
     now = await request.app[CLOCK].now()
     since = now - timedelta(days=ATTENTION_DAYS)

@@ -12,11 +12,11 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import delete, func, select, text, update
+from sqlalchemy import Row, Select, delete, func, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -100,12 +100,12 @@ async def _verify(password_hash: str, password: str) -> bool:
     return await asyncio.to_thread(verify)
 
 
-def _identity(row) -> StaffIdentity:
+def _identity(row: Row[Any]) -> StaffIdentity:
     return StaffIdentity(row.id, row.organisation_id, row.organisation_name, row.email, cast(Role, row.role),
                          row.must_change_password)
 
 
-def _members():
+def _members() -> Select[Any]:
     return (select(staff_members.c.id, staff_members.c.organisation_id, staff_members.c.email,
                    staff_members.c.role, staff_members.c.password_hash, staff_members.c.must_change_password,
                    organisations.c.name.label("organisation_name"))

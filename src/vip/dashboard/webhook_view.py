@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from http import HTTPStatus
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip.store.outbox import envelope
@@ -150,7 +150,7 @@ async def endpoints_health(engine: AsyncEngine, endpoints: list[Endpoint], now: 
     return out
 
 
-async def failing_endpoints(engine: AsyncEngine, organisation_id: str) -> list[Any]:
+async def failing_endpoints(engine: AsyncEngine, organisation_id: str) -> list[Row[Any]]:
     """The organisation's endpoints that fail now or were disabled for failing (home page)."""
     e = webhook_endpoints
     async with engine.connect() as conn:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
+from multidict import MultiMapping
 
 from vip.api.context import ENGINE, REQUEST_ID, SETTINGS
 from vip.dashboard import audit
@@ -30,7 +31,7 @@ EVENTS_PER_PAGE = 25
 NOTICES = ("updated", "disabled", "enabled", "deleted")  # what ?notice= may say (nothing a link makes up)
 
 
-def _form_values(form) -> dict[str, Any]:
+def _form_values(form: MultiMapping[object]) -> dict[str, Any]:
     every = form.get("all_types") == "yes"
     chosen = [str(t) for t in form.getall("event_types", [])]
     return {"url": str(form.get("url", "")).strip(), "description": str(form.get("description", "")).strip(),

@@ -21,8 +21,9 @@ from vip.clock import Clock
 from vip.config import Settings
 from vip.errors import ERROR_TEXT_LIMIT
 from vip.indexer.store import final_block
-from vip.payments import failures, ledger, store
+from vip.payments import failures, ledger, rules, store
 from vip.payments.disburser import Attempt, Disburser, DisburseRejected, Payout
+from vip.payments.records import Charge, PaymentIntent
 
 log = structlog.get_logger(__name__)
 
@@ -48,8 +49,8 @@ class ChargeExecutor:
     async def advance(self, charge_id: str, wait_s: float = 0.0) -> None:
         """One pass over the charge, then wait up to `wait_s` for it to settle."""
         async with self.engine.connect() as conn:
-            charge = await store.load_charge(conn, charge_id)
-            intent = await store.load_intent(conn, charge.payment_intent_id)
+            charge = await store.existing_charge(conn, charge_id)
+            intent = await store.intent_of_charge(conn, charge)
         if charge.status != "pending":
             return
         disburser = self.disburser(charge.network)
@@ -90,7 +91,8 @@ class ChargeExecutor:
                 return
             await asyncio.sleep(RECEIPT_POLL_S)
 
-    async def _refused(self, disburser: Disburser, charge, intent, exc: DisburseRejected) -> None:
+    async def _refused(self, disburser: Disburser, charge: Charge, intent: PaymentIntent,
+                       exc: DisburseRejected) -> None:
         """The contract refused the call before anything was sent: fail the charge with its cause, unless
         the obstacle has cleared since (tried again next pass) or a USDT reset is under way (held)."""
         bound = log.bind(network=charge.network, charge_id=charge.id, payment_intent_id=intent.id)
@@ -164,7 +166,7 @@ class ChargeExecutor:
         await disburser.broadcast(replacement)
         return replacement
 
-    async def _replace_if_lost(self, disburser: Disburser, charge, payout: Payout,
+    async def _replace_if_lost(self, disburser: Disburser, charge: Charge, payout: Payout,
                                attempts: list[Attempt]) -> Attempt | None:
         latest = attempts[-1]
         age = (datetime.now(UTC) - latest.broadcast_at).total_seconds() if latest.broadcast_at else 0.0
@@ -185,7 +187,7 @@ class ChargeExecutor:
         await disburser.broadcast(attempt)
         return attempt
 
-    async def _settle_if_mined(self, disburser: Disburser, charge, payout: Payout,
+    async def _settle_if_mined(self, disburser: Disburser, charge: Charge, payout: Payout,
                                attempts: list[Attempt]) -> bool:
         for attempt in attempts:
             mined = await disburser.mined(attempt.tx_hash)
@@ -199,7 +201,7 @@ class ChargeExecutor:
                 await self._settle_from_log(disburser, charge, payout)  # another attempt paid it
             else:
                 async with self.engine.connect() as conn:
-                    intent = await store.load_intent(conn, charge.payment_intent_id)
+                    intent = await store.intent_of_charge(conn, charge)
                 # Replayed on the state after its block, where a pause or a blacklist that stopped it holds.
                 revert = decode_revert(await disburser.revert_data(payout, mined.block_number))
                 state = await self._token_state(disburser, intent, mined.block_number)
@@ -210,7 +212,7 @@ class ChargeExecutor:
             return True
         return False
 
-    async def _settle_from_log(self, disburser: Disburser, charge, payout: Payout) -> None:
+    async def _settle_from_log(self, disburser: Disburser, charge: Charge, payout: Payout) -> None:
         tx_hash = await disburser.disbursed_log_tx(payout.chain_intent_id,
                                                    await self._log_search_from(disburser, charge))
         if tx_hash is None:
@@ -222,7 +224,7 @@ class ChargeExecutor:
                            executed_at=mined.block_time if mined else None)
 
     @staticmethod
-    async def _log_search_from(disburser: Disburser, charge) -> int:
+    async def _log_search_from(disburser: Disburser, charge: Charge) -> int:
         """Where the charge's Disbursed log can first be: the block its first transaction was sent at;
         with none recorded (paid by someone else with the key), its approval's block, which came first."""
         attempts = await disburser.attempts(charge.id)
@@ -232,18 +234,19 @@ class ChargeExecutor:
         approval = await disburser.mined(charge.approval_tx_hash)
         return approval.block_number if approval else disburser.network.start_block
 
-    def _spender(self, intent) -> str:
+    def _spender(self, intent: PaymentIntent) -> str:
         """The spender the contract pulls this intent through: its organisation's, whatever the row's
         `contract_address` says (contracts/src/Disbursement.sol)."""
-        return spender_of(self.settings.network(intent.network).disbursement_contract,  # type: ignore[arg-type]
+        return spender_of(rules.contract_of(self.settings.network(intent.network)),
                           intent.organisation_id).lower()
 
-    def _pull(self, intent) -> failures.Pull:
+    def _pull(self, intent: PaymentIntent) -> failures.Pull:
         decimals = self.settings.network(intent.network).tokens[intent.token].decimals
         return failures.Pull(intent.token, decimals, intent.funding_wallet, intent.recipient_wallet,
                              self._spender(intent), int(intent.amount))
 
-    async def _token_state(self, disburser: Disburser, intent, block: int | str) -> TokenState | None:
+    async def _token_state(self, disburser: Disburser, intent: PaymentIntent,
+                           block: int | str) -> TokenState | None:
         """The token's switches and the treasury's balance and allowance to the intent's spender at
         `block`, or None when the node does not answer (the failure is then told from the revert alone)."""
         try:
@@ -255,7 +258,7 @@ class ChargeExecutor:
                         error=exc.message[:ERROR_TEXT_LIMIT])
             return None
 
-    async def _reset_in_progress(self, intent, state: TokenState | None) -> bool:
+    async def _reset_in_progress(self, intent: PaymentIntent, state: TokenState | None) -> bool:
         """The allowance is exactly 0 while a newer intent of the same funding wallet, token and spender
         whose instructions begin with approve(0) still waits for its approval: a USDT reset under way."""
         if state is None or state.allowance != 0:
@@ -264,7 +267,7 @@ class ChargeExecutor:
             return await ledger.reset_awaited(conn, ledger.allowance_of(intent), intent.id,
                                               await self.clock.now())
 
-    async def _finish(self, charge, *, succeeded: bool, tx_hash: str | None,
+    async def _finish(self, charge: Charge, *, succeeded: bool, tx_hash: str | None,
                       executed_at: datetime | None = None, failure_code: str | None = None,
                       failure_message: str | None = None) -> None:
         now = await self.clock.now()

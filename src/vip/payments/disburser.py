@@ -13,14 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 
 import structlog
-from eth_abi import encode
+from eth_abi.abi import encode
 from eth_account.signers.local import LocalAccount
+from eth_account.types import TransactionDictType
+from eth_typing import HexStr
 from eth_utils import function_signature_to_4byte_selector, to_checksum_address
-from sqlalchemy import func, select, update
+from sqlalchemy import Row, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vip.chain.contracts import DISBURSED_TOPIC
 from vip.chain.fees import Fees, bumped, fees_for
@@ -89,7 +92,7 @@ class Mined:
     block_time: datetime
 
 
-def _attempt(row) -> Attempt:
+def _attempt(row: Row[Any]) -> Attempt:
     return Attempt(row.tx_hash, row.nonce, row.raw_tx, row.gas_limit,
                    Fees(int(row.max_fee_per_gas), int(row.max_priority_fee_per_gas)), row.status,
                    row.broadcast_at, row.sent_from_block)
@@ -213,9 +216,9 @@ class Disburser:
         async with self.engine.begin() as conn:
             await conn.execute(pg_insert(operator_nonces).values(
                 network=self.network.name, sender=self.sender, next_nonce=pending).on_conflict_do_nothing())
-            stored = await conn.scalar(select(operator_nonces.c.next_nonce).where(
+            stored: int = (await conn.execute(select(operator_nonces.c.next_nonce).where(
                 operator_nonces.c.network == self.network.name, operator_nonces.c.sender == self.sender,
-            ).with_for_update())
+            ).with_for_update())).scalar_one()
             # The node's pending count, skipping the nonces our own transactions hold (signed or sent for
             # a pending charge, or mined in a block a reorg may have removed: its charge is re-checked and
             # re-sends that nonce). A nonce nobody holds is reused, so a nonce a reorg or a dropped
@@ -245,11 +248,11 @@ class Disburser:
                     previous=previous.tx_hash, tx_hash=attempt.tx_hash, nonce=previous.nonce)
         return attempt
 
-    async def _record(self, conn, payout: Payout, nonce: int, gas: int, fees: Fees,
+    async def _record(self, conn: AsyncConnection, payout: Payout, nonce: int, gas: int, fees: Fees,
                       sent_from_block: int | None) -> Attempt:
-        tx = {
-            "type": 2, "chainId": self.network.chain_id, "nonce": nonce, "to": self.contract,
-            "value": 0, "data": self._calldata(payout), "gas": gas,
+        tx: TransactionDictType = {
+            "type": 2, "chainId": self.network.chain_id, "nonce": nonce, "to": HexStr(self.contract),
+            "value": 0, "data": HexStr(self._calldata(payout)), "gas": gas,
             "maxFeePerGas": fees.max_fee_per_gas, "maxPriorityFeePerGas": fees.max_priority_fee_per_gas,
         }
         signed = self.operator.sign_transaction(tx)
@@ -310,7 +313,7 @@ class Disburser:
                                    "status": "external", "block_number": mined.block_number}))
 
 
-async def _held_nonces(conn, network: str, sender: str, from_nonce: int) -> set[int]:
+async def _held_nonces(conn: AsyncConnection, network: str, sender: str, from_nonce: int) -> set[int]:
     """Nonces from `from_nonce` up that a transaction of ours holds: signed or sent for a pending charge,
     or mined (at or above the node's pending count only when a reorg removed its block)."""
     dt = disbursement_transactions

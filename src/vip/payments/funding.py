@@ -18,15 +18,14 @@ import asyncio
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 from urllib.parse import urlsplit
 
 import structlog
-from eth_abi import encode
+from eth_abi.abi import encode
 from eth_account import Account
 from eth_account.messages import defunct_hash_message, encode_defunct
 from eth_utils import function_signature_to_4byte_selector, to_checksum_address
-from sqlalchemy import Row, delete, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -34,10 +33,11 @@ from vip.chain.clients import RpcClients
 from vip.chain.contracts import ERC1271_MAGIC
 from vip.chain.rpc import RpcError
 from vip.clock import Clock
-from vip.config import Settings
+from vip.config import NetworkConfig, Settings
 from vip.errors import ChainUnavailable, Conflict, NotFound, Unprocessable, ValidationFailed
 from vip.formats import iso
 from vip.payments import rules
+from vip.payments.records import FundingWallet
 from vip.store.tables import funding_wallet_nonces, funding_wallets, organisations, payment_intents
 
 log = structlog.get_logger(__name__)
@@ -68,7 +68,7 @@ def registration_message(*, domain: str, organisation_id: str, address: str, net
             "them; no other organisation can.")
 
 
-def _network(settings: Settings, name: str):
+def _network(settings: Settings, name: str) -> NetworkConfig:
     network = settings.networks.get(name)
     if network is None or not network.enabled:
         usable = ", ".join(n.name for n in settings.enabled_networks()) or "(none configured)"
@@ -98,7 +98,8 @@ async def issue_challenge(engine: AsyncEngine, clock: Clock, settings: Settings,
 
 
 async def register(engine: AsyncEngine, clock: Clock, settings: Settings, rpcs: RpcClients, *,
-                   organisation_id: str, address: str, nonce: str, signature: str) -> tuple[Row[Any], bool]:
+                   organisation_id: str, address: str, nonce: str,
+                   signature: str) -> tuple[FundingWallet, bool]:
     """Register `address` to the organisation on the proof (the wallet's signature of the nonce's message).
     Returns the registration and whether it is new; an address of another organisation is refused (409),
     and nothing changes on any refusal but the nonce being spent by a valid proof."""
@@ -131,16 +132,16 @@ async def register(engine: AsyncEngine, clock: Clock, settings: Settings, rpcs: 
             ).values(default_funding_wallet=address).returning(organisations.c.id))
             log.info("funding wallet registered", organisation_id=organisation_id, address=address, kind=kind,
                      default=made_default is not None)
-            return inserted, True
-        existing = (await conn.execute(select(funding_wallets).where(
-            funding_wallets.c.address == address))).one()
+            return FundingWallet.of(inserted), True
+        existing = FundingWallet.of((await conn.execute(select(funding_wallets).where(
+            funding_wallets.c.address == address))).one())
     if existing.organisation_id != organisation_id:
         raise Conflict("this wallet is registered to another organisation",
                        {"address": to_checksum_address(address)}, code="ERR_FUNDING_WALLET_TAKEN")
     return existing, False
 
 
-async def list_wallets(engine: AsyncEngine, organisation_id: str) -> tuple[list[Row[Any]], str | None]:
+async def list_wallets(engine: AsyncEngine, organisation_id: str) -> tuple[list[FundingWallet], str | None]:
     """The organisation's funding wallets, oldest first, and its default one (lowercase) or None."""
     async with engine.connect() as conn:
         return await wallets_of(conn, organisation_id), await default_of(conn, organisation_id)
@@ -151,10 +152,10 @@ async def default_wallet(engine: AsyncEngine, organisation_id: str) -> str | Non
         return await default_of(conn, organisation_id)
 
 
-async def wallets_of(conn: AsyncConnection, organisation_id: str) -> list[Row[Any]]:
-    return list((await conn.execute(select(funding_wallets).where(
+async def wallets_of(conn: AsyncConnection, organisation_id: str) -> list[FundingWallet]:
+    return [FundingWallet.of(r) for r in await conn.execute(select(funding_wallets).where(
         funding_wallets.c.organisation_id == organisation_id).order_by(
-        funding_wallets.c.registered_at, funding_wallets.c.address))).all())
+        funding_wallets.c.registered_at, funding_wallets.c.address))]
 
 
 async def default_of(conn: AsyncConnection, organisation_id: str) -> str | None:
@@ -162,13 +163,15 @@ async def default_of(conn: AsyncConnection, organisation_id: str) -> str | None:
                              .where(organisations.c.id == organisation_id))
 
 
-async def lock_funding_wallet(conn: AsyncConnection, address: str, *, exclusive: bool = False):
+async def lock_funding_wallet(conn: AsyncConnection, address: str, *,
+                              exclusive: bool = False) -> FundingWallet | None:
     """The registration of `address` (lowercase), row-locked until the transaction ends: shared by
     whoever relies on it staying registered (an intent being created, a default being set), exclusive
     for its removal; None when it is not registered."""
     query = select(funding_wallets).where(funding_wallets.c.address == address)
     query = query.with_for_update() if exclusive else query.with_for_update(read=True)
-    return (await conn.execute(query)).first()
+    row = (await conn.execute(query)).first()
+    return FundingWallet.of(row) if row is not None else None
 
 
 def _not_registered(address: str) -> NotFound:
@@ -177,7 +180,7 @@ def _not_registered(address: str) -> NotFound:
                     {"address": to_checksum_address(address)})
 
 
-async def set_default(conn: AsyncConnection, organisation_id: str, address: str) -> Row[Any]:
+async def set_default(conn: AsyncConnection, organisation_id: str, address: str) -> FundingWallet:
     """Make a registered funding wallet of the organisation its default (what an intent naming no
     funding wallet uses). Returns the registration."""
     address = address.lower()
@@ -200,7 +203,7 @@ async def open_intents_naming(conn: AsyncConnection, organisation_id: str, addre
     ).order_by(payment_intents.c.seq).limit(limit))).all())
 
 
-async def remove(conn: AsyncConnection, organisation_id: str, address: str) -> Row[Any]:
+async def remove(conn: AsyncConnection, organisation_id: str, address: str) -> FundingWallet:
     """Remove a funding wallet of the organisation (its default too, if it was); refused with 409
     ERR_FUNDING_WALLET_IN_USE while an open intent of the organisation names it. Returns the removed
     registration. Afterwards the address may be registered again, by any organisation, with a new proof."""
@@ -221,12 +224,12 @@ async def remove(conn: AsyncConnection, organisation_id: str, address: str) -> R
     return row
 
 
-async def set_default_wallet(engine: AsyncEngine, organisation_id: str, address: str) -> Row[Any]:
+async def set_default_wallet(engine: AsyncEngine, organisation_id: str, address: str) -> FundingWallet:
     async with engine.begin() as conn:
         return await set_default(conn, organisation_id, address)
 
 
-async def remove_wallet(engine: AsyncEngine, organisation_id: str, address: str) -> Row[Any]:
+async def remove_wallet(engine: AsyncEngine, organisation_id: str, address: str) -> FundingWallet:
     async with engine.begin() as conn:
         return await remove(conn, organisation_id, address)
 

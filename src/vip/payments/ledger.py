@@ -27,11 +27,12 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.payments import rules
+from vip.payments.records import PaymentIntent
 from vip.payments.store import awaiting, of_allowance
 from vip.store.tables import charges, disbursement_transactions, payment_intents, token_approvals
 
 
-def allowance_of(intent) -> rules.Allowance:
+def allowance_of(intent: PaymentIntent) -> rules.Allowance:
     """The allowance an intent (a payment_intents row) is paid from."""
     return rules.Allowance(intent.network, intent.token_address, intent.funding_wallet,
                            intent.contract_address)

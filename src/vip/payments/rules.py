@@ -15,6 +15,7 @@ from eth_utils import keccak
 from vip.config import NetworkConfig, Settings
 from vip.errors import ApiError, Conflict, Unprocessable, ValidationFailed
 from vip.formats import iso
+from vip.payments.records import Charge, FundingWallet, PaymentIntent
 
 USD_DECIMALS = 6
 # Approvals given before the intent (a standing allowance) are found if they are at most this old.
@@ -50,6 +51,14 @@ def disbursement_network(settings: Settings, name: str, token: str) -> NetworkCo
         raise ValidationFailed(f"{token} is not supported on {name}",
                                {"token": f"one of: {', '.join(sorted(network.tokens))}"})
     return network
+
+
+def contract_of(network: NetworkConfig) -> str:
+    """The network's disbursement contract: intents and charges exist only on networks that have one
+    (`disbursement_network`, the daemon's payment tasks)."""
+    if not network.disbursement_contract:
+        raise ValueError(f"network {network.name} has no disbursement contract")
+    return network.disbursement_contract
 
 
 def check_amount(amount_usd: Decimal, maximum_usd: Decimal) -> None:
@@ -90,7 +99,8 @@ class Reservation:
     organisation_id: str = ""
 
 
-def check_funding_wallet(registration: Any, organisation_id: str, network: str, address: str) -> None:
+def check_funding_wallet(registration: FundingWallet | None, organisation_id: str, network: str,
+                         address: str) -> None:
     """An intent may name only a funding wallet registered to its own organisation (a contract wallet:
     registered on the intent's network, where its proof was checked). The refusal does not say whether
     the wallet belongs to someone else."""
@@ -134,7 +144,8 @@ def confirmable(allowance: int, reserved: int, waiting: Sequence[Reservation]) -
     return chosen
 
 
-def check_chargeable(intent: Any, charge: Any | None, now: datetime, approved_in_time: bool = False) -> None:
+def check_chargeable(intent: PaymentIntent, charge: Charge | None, now: datetime,
+                     approved_in_time: bool = False) -> None:
     """Refuse a charge of an intent (a payment_intents row) that is already charged (`charge`: its
     charge row, if any), expired, or whose approval is not confirmed yet. Past `expires_at`, an intent with
     an approval mined in time (`approved_in_time`) is not expired: it waits for that approval's finality."""

@@ -30,7 +30,6 @@ from typing import Any
 
 import structlog
 from eth_utils import to_checksum_address
-from sqlalchemy import Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -45,6 +44,7 @@ from vip.errors import ERROR_TEXT_LIMIT, ApiError, Conflict, NotFound, Unprocess
 from vip.ids import new_id
 from vip.indexer.store import add_watched_address
 from vip.payments import ledger, rules, store
+from vip.payments.records import Charge, PaymentIntent
 from vip.store.idempotency import IdempotencyClaim, record_resource
 
 log = structlog.get_logger(__name__)
@@ -69,7 +69,7 @@ class IntentRequest:
 
 async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, rpcs: RpcClients, *,
                         organisation_id: str, request: IntentRequest,
-                        idempotency: IdempotencyClaim | None = None) -> Row[Any]:
+                        idempotency: IdempotencyClaim | None = None) -> PaymentIntent:
     """A new intent waiting for its approval; the network's approvals are indexed from now on (recorded
     under the request's Idempotency-Key in the same transaction).
 
@@ -95,7 +95,7 @@ async def create_intent(engine: AsyncEngine, clock: Clock, settings: Settings, r
                             {"funding_wallet": "required"}, code="ERR_MISSING_FUNDING_WALLET")
     # The organisation's own spender (see contracts/src/Disbursement.sol): the funding wallet approves it,
     # and the contract pulls this organisation's intents through it only.
-    contract = spender_of(network.disbursement_contract, organisation_id).lower()  # type: ignore[arg-type]
+    contract = spender_of(rules.contract_of(network), organisation_id).lower()
     created_block = await _latest_block(rpcs, network)
     reset = (request.token == "USDT"
              and await _allowance_not_zero(rpcs, network, token.address, funding, contract))
@@ -164,7 +164,7 @@ async def _allowance_not_zero(rpcs: RpcClients, network: NetworkConfig, token: s
         return True
 
 
-async def get_intent(engine: AsyncEngine, organisation_id: str, intent_id: str) -> Row[Any]:
+async def get_intent(engine: AsyncEngine, organisation_id: str, intent_id: str) -> PaymentIntent:
     async with engine.connect() as conn:
         row = await store.load_intent(conn, intent_id, organisation_id=organisation_id)
     if row is None:
@@ -174,7 +174,7 @@ async def get_intent(engine: AsyncEngine, organisation_id: str, intent_id: str) 
 
 async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings, rpcs: RpcClients, *,
                         organisation_id: str, intent_id: str, approval_tx_hash: str,
-                        idempotency: IdempotencyClaim | None = None) -> tuple[Row[Any], Row[Any]]:
+                        idempotency: IdempotencyClaim | None = None) -> tuple[Charge, PaymentIntent]:
     """Charge a confirmed intent once (see the module docstring): record the charge for the daemon (and,
     in the same transaction, under the request's Idempotency-Key), wait up to `charge_wait_s` for it to
     settle, and return it (pending if it has not) with its intent."""
@@ -209,11 +209,11 @@ async def create_charge(engine: AsyncEngine, clock: Clock, settings: Settings, r
                        {"payment_intent_id": intent_id}, code="ERR_ALREADY_CHARGED") from exc
     await _await_settlement(engine, charge.id, config.charge_wait_s)
     async with engine.connect() as conn:
-        charge = await store.load_charge(conn, charge.id)
-        return charge, await store.load_intent(conn, charge.payment_intent_id)
+        settled = await store.existing_charge(conn, charge.id)
+        return settled, await store.intent_of_charge(conn, settled)
 
 
-async def _is_intent_approval(conn: AsyncConnection, intent: Row[Any], tx_hash: str) -> bool:
+async def _is_intent_approval(conn: AsyncConnection, intent: PaymentIntent, tx_hash: str) -> bool:
     """The confirming approval, or any indexed Approval of the same owner, spender and token."""
     return tx_hash == intent.approval_tx_hash or await store.is_indexed_approval(conn, intent, tx_hash)
 
@@ -257,7 +257,7 @@ async def _await_settlement(engine: AsyncEngine, charge_id: str, wait_s: float) 
 
 
 async def recover_charge(engine: AsyncEngine, settings: Settings, organisation_id: str,
-                         charge_id: str) -> tuple[Row[Any], Row[Any]]:
+                         charge_id: str) -> tuple[Charge, PaymentIntent]:
     """The charge a request created before its answer was lost (a retry with its Idempotency-Key): waited
     for as the first request would have (up to `charge_wait_s`), then returned with its intent."""
     await get_charge(engine, organisation_id, charge_id)  # 404 for anything not the organisation's
@@ -265,10 +265,11 @@ async def recover_charge(engine: AsyncEngine, settings: Settings, organisation_i
     return await get_charge(engine, organisation_id, charge_id)
 
 
-async def get_charge(engine: AsyncEngine, organisation_id: str, charge_id: str) -> tuple[Row[Any], Row[Any]]:
+async def get_charge(engine: AsyncEngine, organisation_id: str,
+                     charge_id: str) -> tuple[Charge, PaymentIntent]:
     """The charge with its intent."""
     async with engine.connect() as conn:
         charge = await store.load_charge(conn, charge_id, organisation_id=organisation_id)
         if charge is None:
             raise NotFound(f"no charge {charge_id}", {"charge_id": charge_id})
-        return charge, await store.load_intent(conn, charge.payment_intent_id)
+        return charge, await store.intent_of_charge(conn, charge)

@@ -8,9 +8,10 @@ from typing import Any
 from eth_utils import to_checksum_address
 
 from vip.formats import iso, usd
+from vip.payments.records import Charge, PaymentIntent
 
 
-def intent_json(row) -> dict[str, Any]:
+def intent_json(row: PaymentIntent) -> dict[str, Any]:
     """The spec's Payment intent, plus the funding wallet, metadata, the confirmed approval and how it
     covers the intent. `approval_calldata.amount` is the total allowance the funding wallet must give the
     spender (every open intent of it, token and spender, plus this one: vip.payments.ledger), so that
@@ -43,7 +44,7 @@ def intent_json(row) -> dict[str, Any]:
     }
 
 
-def charge_json(charge, intent) -> dict[str, Any]:
+def charge_json(charge: Charge, intent: PaymentIntent) -> dict[str, Any]:
     """The spec's Charge, plus the approval it used, failure details and its creation time."""
     return {
         "id": charge.id,

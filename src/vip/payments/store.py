@@ -11,9 +11,11 @@ from typing import Any
 from sqlalchemy import Interval, and_, bindparam, case, delete, exists, func, not_, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.expression import ColumnElement, Exists, Select
 
 from vip import metrics
 from vip.payments import rules
+from vip.payments.records import Charge, FundingWallet, PaymentIntent, UnfinalSuccess
 from vip.payments.shapes import charge_json, intent_json
 from vip.store.outbox import record_event
 from vip.store.tables import (
@@ -33,24 +35,39 @@ CHARGE_DUE_CHANNEL = "vip_charge_due"  # payload: the charge id; sent at the com
 # --- reads ---------------------------------------------------------------------------------------------
 
 async def load_intent(conn: AsyncConnection, intent_id: str, *, organisation_id: str | None = None,
-                      lock: bool = False):
+                      lock: bool = False) -> PaymentIntent | None:
     query = select(payment_intents).where(payment_intents.c.id == intent_id)
     if organisation_id is not None:
         query = query.where(payment_intents.c.organisation_id == organisation_id)
     if lock:
         query = query.with_for_update()
-    return (await conn.execute(query)).first()
+    row = (await conn.execute(query)).first()
+    return PaymentIntent.of(row) if row is not None else None
 
 
-async def load_charge(conn: AsyncConnection, charge_id: str, *, organisation_id: str | None = None):
+async def intent_of_charge(conn: AsyncConnection, charge: Charge) -> PaymentIntent:
+    """The intent a charge pays (there is one: the charge's foreign key)."""
+    return PaymentIntent.of((await conn.execute(select(payment_intents).where(
+        payment_intents.c.id == charge.payment_intent_id))).one())
+
+
+async def load_charge(conn: AsyncConnection, charge_id: str, *,
+                      organisation_id: str | None = None) -> Charge | None:
     query = select(charges).where(charges.c.id == charge_id)
     if organisation_id is not None:
         query = query.where(charges.c.organisation_id == organisation_id)
-    return (await conn.execute(query)).first()
+    row = (await conn.execute(query)).first()
+    return Charge.of(row) if row is not None else None
 
 
-async def charge_of_intent(conn: AsyncConnection, intent_id: str):
-    return (await conn.execute(select(charges).where(charges.c.payment_intent_id == intent_id))).first()
+async def existing_charge(conn: AsyncConnection, charge_id: str) -> Charge:
+    """A charge known to exist (charges are never deleted)."""
+    return Charge.of((await conn.execute(select(charges).where(charges.c.id == charge_id))).one())
+
+
+async def charge_of_intent(conn: AsyncConnection, intent_id: str) -> Charge | None:
+    row = (await conn.execute(select(charges).where(charges.c.payment_intent_id == intent_id))).first()
+    return Charge.of(row) if row is not None else None
 
 
 # --- what an intent or a charge is checked against -----------------------------------------------------
@@ -60,11 +77,12 @@ async def default_funding_wallet(conn: AsyncConnection, organisation_id: str) ->
                              .where(organisations.c.id == organisation_id))
 
 
-async def funding_wallet(conn: AsyncConnection, address: str):
+async def funding_wallet(conn: AsyncConnection, address: str) -> FundingWallet | None:
     """The registration of a funding wallet (lowercase address), or None; share-locked until the
     transaction ends, so the wallet cannot be removed under an intent being created with it."""
-    return (await conn.execute(select(funding_wallets).where(funding_wallets.c.address == address)
-                               .with_for_update(read=True))).first()
+    row = (await conn.execute(select(funding_wallets).where(funding_wallets.c.address == address)
+                              .with_for_update(read=True))).first()
+    return FundingWallet.of(row) if row is not None else None
 
 
 async def is_connected_wallet(conn: AsyncConnection, user_id: str, network: str, address: str) -> bool:
@@ -75,7 +93,7 @@ async def is_connected_wallet(conn: AsyncConnection, user_id: str, network: str,
     return found is not None
 
 
-async def is_indexed_approval(conn: AsyncConnection, intent, tx_hash: str) -> bool:
+async def is_indexed_approval(conn: AsyncConnection, intent: PaymentIntent, tx_hash: str) -> bool:
     """Whether `tx_hash` (lowercase) holds an indexed Approval of the intent's funding wallet to its
     contract for its token."""
     found = await conn.scalar(select(token_approvals.c.tx_hash).where(
@@ -88,7 +106,7 @@ async def is_indexed_approval(conn: AsyncConnection, intent, tx_hash: str) -> bo
 
 # --- approvals mined in time: they keep an intent alive past `expires_at` until they are final ---------
 
-def _approval_in_time(above_block: int | None = None):
+def _approval_in_time(above_block: int | None = None) -> Exists:
     """EXISTS an indexed Approval of the intent's funding wallet to its spender for its token, of at least
     its amount, mined before its `expires_at` (and, given `above_block`, not final yet)."""
     ta = token_approvals
@@ -103,7 +121,7 @@ def _approval_in_time(above_block: int | None = None):
     return exists().where(*conditions)
 
 
-def awaiting(now: datetime):
+def awaiting(now: datetime) -> ColumnElement[bool]:
     """A `pending_approval` intent still waits for its approval: before `expires_at`, or after it when an
     approval was mined in time (decision 167)."""
     return and_(payment_intents.c.status == rules.PENDING_APPROVAL,
@@ -117,10 +135,10 @@ async def approved_in_time(conn: AsyncConnection, intent_id: str) -> bool:
 
 # --- intents -------------------------------------------------------------------------------------------
 
-async def create_intent(conn: AsyncConnection, values: dict[str, Any], now: datetime):
-    row = (await conn.execute(payment_intents.insert().values(
+async def create_intent(conn: AsyncConnection, values: dict[str, Any], now: datetime) -> PaymentIntent:
+    row = PaymentIntent.of((await conn.execute(payment_intents.insert().values(
         **values, status=rules.PENDING_APPROVAL, chain_intent_id=rules.chain_intent_id(values["id"]),
-        created_at=now, updated_at=now).returning(*payment_intents.c))).one()
+        created_at=now, updated_at=now).returning(*payment_intents.c))).one())
     await record_event(conn, "payment_intent.created", intent_json(row), created_at=now,
                        organisation_id=row.organisation_id)
     metrics.PAYMENT_INTENTS.labels(row.network, rules.PENDING_APPROVAL).inc()
@@ -140,10 +158,10 @@ async def confirm_intents(conn: AsyncConnection, intent_ids: list[str], approval
                       payment_intents.c.created_block < approval_block),
                      else_=payment_intents.c.created_at < approval_time)
         coverage = case((after, rules.COVERED_BY_APPROVAL), else_=rules.COVERED_BY_STANDING)
-    rows = (await conn.execute(update(payment_intents).where(
+    rows = [PaymentIntent.of(r) for r in await conn.execute(update(payment_intents).where(
         payment_intents.c.id.in_(intent_ids), payment_intents.c.status == rules.PENDING_APPROVAL,
     ).values(status=rules.APPROVAL_CONFIRMED, approval_tx_hash=approval_tx_hash, approval_coverage=coverage,
-             approval_confirmed_at=now, updated_at=now).returning(*payment_intents.c))).all()
+             approval_confirmed_at=now, updated_at=now).returning(*payment_intents.c))]
     for row in rows:
         await record_event(conn, "payment_intent.approval_confirmed", intent_json(row), created_at=now,
                            organisation_id=row.organisation_id)
@@ -172,10 +190,10 @@ async def expire_late(conn: AsyncConnection, allowance: rules.Allowance, final: 
     return await _expire(conn, due, now)
 
 
-async def _expire(conn: AsyncConnection, due, now: datetime) -> int:
-    rows = (await conn.execute(update(payment_intents).where(payment_intents.c.id.in_(due.scalar_subquery()))
-                               .values(status=rules.EXPIRED, updated_at=now)
-                               .returning(*payment_intents.c))).all()
+async def _expire(conn: AsyncConnection, due: Select[str], now: datetime) -> int:
+    rows = [PaymentIntent.of(r) for r in await conn.execute(
+        update(payment_intents).where(payment_intents.c.id.in_(due.scalar_subquery()))
+        .values(status=rules.EXPIRED, updated_at=now).returning(*payment_intents.c))]
     for row in rows:
         await record_event(conn, "payment_intent.expired", intent_json(row), created_at=now,
                            organisation_id=row.organisation_id)
@@ -184,12 +202,14 @@ async def _expire(conn: AsyncConnection, due, now: datetime) -> int:
 
 
 async def oldest_pending_approval(conn: AsyncConnection, now: datetime) -> datetime | None:
-    return await conn.scalar(select(func.min(payment_intents.c.created_at)).where(awaiting(now)))
+    oldest: datetime | None = await conn.scalar(select(func.min(payment_intents.c.created_at))
+                                                .where(awaiting(now)))
+    return oldest
 
 
 # --- allowances: the condition naming one allowance's intents (vip.payments.ledger keeps the rest) ------
 
-def of_allowance(allowance: rules.Allowance):
+def of_allowance(allowance: rules.Allowance) -> ColumnElement[bool]:
     """The intents of one allowance (SQL condition)."""
     return and_(payment_intents.c.network == allowance.network,
                 payment_intents.c.token_address == allowance.token,
@@ -199,18 +219,18 @@ def of_allowance(allowance: rules.Allowance):
 
 # --- charges -------------------------------------------------------------------------------------------
 
-def _db_now_plus(seconds: float):
+def _db_now_plus(seconds: float) -> ColumnElement[datetime]:
     """The database's now plus a duration, bound as an interval (leases run on the database clock, which
     every API process and daemon shares)."""
     return func.now() + bindparam(None, timedelta(seconds=seconds), type_=Interval())
 
 
-async def insert_charge(conn: AsyncConnection, values: dict[str, Any]):
+async def insert_charge(conn: AsyncConnection, values: dict[str, Any]) -> Charge:
     """A new pending charge, due now and leased to nobody, and the daemons' wake-up: NOTIFY is delivered
     at the commit (never for a rolled-back insert), so an idle daemon claims it at once."""
-    row = (await conn.execute(charges.insert().values(
+    row = Charge.of((await conn.execute(charges.insert().values(
         **values, status=rules.CHARGE_PENDING, locked_until=None, next_attempt_at=func.now(),
-    ).returning(*charges.c))).one()
+    ).returning(*charges.c))).one())
     await conn.execute(select(func.pg_notify(CHARGE_DUE_CHANNEL, row.id)))
     return row
 
@@ -248,20 +268,22 @@ async def release_charge(conn: AsyncConnection, charge_id: str, retry_in_s: floa
 
 async def finish_charge(conn: AsyncConnection, charge_id: str, *, succeeded: bool, now: datetime,
                         tx_hash: str | None, executed_at: datetime | None = None,
-                        failure_code: str | None = None, failure_message: str | None = None):
-    """Settle a pending charge and its intent, with the event, once. Returns the charge row, or None
-    when it was already settled (by another process)."""
+                        failure_code: str | None = None, failure_message: str | None = None
+                        ) -> Charge | None:
+    """Settle a pending charge and its intent, with the event, once. Returns the charge, or None when it
+    was already settled (by another process)."""
     status = rules.SUCCEEDED if succeeded else rules.FAILED
-    charge = (await conn.execute(update(charges).where(
+    row = (await conn.execute(update(charges).where(
         charges.c.id == charge_id, charges.c.status == rules.CHARGE_PENDING,
     ).values(status=status, disbursement_tx_hash=tx_hash, executed_at=executed_at,
              failure_code=failure_code, failure_message=failure_message, locked_until=None,
              ).returning(*charges.c))).first()
-    if charge is None:
+    if row is None:
         return None
-    intent = (await conn.execute(update(payment_intents).where(
+    charge = Charge.of(row)
+    intent = PaymentIntent.of((await conn.execute(update(payment_intents).where(
         payment_intents.c.id == charge.payment_intent_id).values(status=status, updated_at=now)
-        .returning(*payment_intents.c))).one()
+        .returning(*payment_intents.c))).one())
     await record_event(conn, f"charge.{status}", charge_json(charge, intent), created_at=now,
                        organisation_id=charge.organisation_id)
     metrics.CHARGES.labels(charge.network, status).inc()
@@ -269,18 +291,20 @@ async def finish_charge(conn: AsyncConnection, charge_id: str, *, succeeded: boo
     return charge
 
 
-async def unfinal_successes(conn: AsyncConnection, network: str, final: int, limit: int = 200):
+async def unfinal_successes(conn: AsyncConnection, network: str, final: int,
+                            limit: int = 200) -> list[UnfinalSuccess]:
     """Succeeded charges of the network paid by a transaction mined above `final`, ours or one recorded
     as `external` (charge_id, tx_hash, block_number): a reorg may still remove them, so they are
     re-checked until final."""
     dt = disbursement_transactions
     # Driven by the mined transactions above the final block (a partial index): a few rows, however many
     # charges have ever succeeded.
-    return (await conn.execute(select(charges.c.id.label("charge_id"), dt.c.tx_hash, dt.c.block_number)
-                               .select_from(dt).join(charges, charges.c.id == dt.c.charge_id).where(
+    rows = await conn.execute(select(charges.c.id.label("charge_id"), dt.c.tx_hash, dt.c.block_number)
+                              .select_from(dt).join(charges, charges.c.id == dt.c.charge_id).where(
         dt.c.network == network, dt.c.status.in_(rules.TX_PAID_BY), dt.c.block_number > final,
         charges.c.status == rules.SUCCEEDED, charges.c.disbursement_tx_hash == dt.c.tx_hash,
-    ).order_by(dt.c.block_number).limit(limit))).all()
+    ).order_by(dt.c.block_number).limit(limit))
+    return [UnfinalSuccess(r.charge_id, r.tx_hash, r.block_number) for r in rows]
 
 
 async def move_mined(conn: AsyncConnection, tx_hash: str, block_number: int) -> None:
@@ -317,8 +341,9 @@ async def reopen_charge(conn: AsyncConnection, charge_id: str, tx_hash: str) -> 
 
 
 async def oldest_pending_charge(conn: AsyncConnection) -> datetime | None:
-    return await conn.scalar(select(func.min(charges.c.requested_at)).where(
+    oldest: datetime | None = await conn.scalar(select(func.min(charges.c.requested_at)).where(
         charges.c.status == rules.CHARGE_PENDING))
+    return oldest
 
 
 # --- charge executors: which daemons hold the operator key, per network ------------------------------

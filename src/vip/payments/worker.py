@@ -44,7 +44,7 @@ class ApprovalConfirmer:
         self.log = log.bind(network=network.name, job="approval_confirmation")
 
     def _spender_of(self, organisation_id: str) -> str:
-        return spender_of(self.network.disbursement_contract, organisation_id)  # type: ignore[arg-type]
+        return spender_of(rules.contract_of(self.network), organisation_id)
 
     async def step(self) -> bool:
         now = await self.clock.now()
@@ -202,7 +202,8 @@ class ChargeCompleter:
 
 
 def payment_tasks(settings: Settings, engine: AsyncEngine, rpcs: dict[str, RpcClient], clock: Clock,
-                  stop: asyncio.Event, gates: dict[str, asyncio.Event] | None = None) -> list[asyncio.Task]:
+                  stop: asyncio.Event,
+                  gates: dict[str, asyncio.Event] | None = None) -> list[asyncio.Task[None]]:
     """The disbursement workers for the networks this daemon follows that have a disbursement contract.
     With the operator key, `gates["charge_executor"]` is set once this daemon is registered as the
     executor of its networks' charges (its readiness waits for it: a charge sent before would be 503)."""

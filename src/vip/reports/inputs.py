@@ -7,9 +7,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any, cast
 
+import psycopg
 from psycopg.types.json import Jsonb
-from sqlalchemy import and_, func, or_, select, text, tuple_
+from sqlalchemy import Row, and_, func, or_, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.config import NetworkConfig, PlatformConfig, Settings
@@ -82,7 +84,7 @@ async def final_blocks(conn: AsyncConnection, settings: Settings, networks: Iter
         conn, [settings.networks[n] for n in networks if n in settings.networks])
 
 
-def _transfer(row, decimals: int = 6) -> Transfer:
+def _transfer(row: Row[*tuple[Any, ...]], decimals: int = 6) -> Transfer:
     return Transfer(row.network, row.tx_hash, row.log_index, row.block_number,
                     row.block_timestamp.astimezone(UTC), row.token, row.from_address, row.to_address,
                     int(row.amount), decimals)
@@ -242,7 +244,7 @@ async def write_labels(conn: AsyncConnection, wallet: Wallet, labels: Mapping[Tr
     await conn.execute(text(
         "CREATE TEMP TABLE IF NOT EXISTS transfer_labels_staging "
         "(LIKE transfer_labels INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"))
-    raw = (await conn.get_raw_connection()).driver_connection
+    raw = cast(psycopg.AsyncConnection[Any], (await conn.get_raw_connection()).driver_connection)
     async with raw.cursor() as cur, cur.copy(
             "COPY transfer_labels_staging (network, tx_hash, log_index, wallet_address, classification, "
             "fraud_flags, payroll_match, labelled_at) FROM STDIN") as copy:

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 import structlog
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from structlog.typing import FilteringBoundLogger
 
@@ -28,7 +28,7 @@ from vip.store import label_queue
 from vip.store.tables import users
 from vip.verification.profile import vip_periods
 
-log = structlog.get_logger(__name__)
+log: FilteringBoundLogger = structlog.get_logger(__name__)
 
 JOB = "labels"
 # The span labelled: the window of the longest VIP a lender can ask for (12 months, at the user's time),
@@ -81,7 +81,8 @@ class LabellingJob(QueueJob):
             bound.info("labels written", seconds=round(seconds, 3))
         return result in (LABELLED, SKIPPED, "fetching")
 
-    async def work(self, conn: AsyncConnection, row, now: datetime, bound) -> str | None:
+    async def work(self, conn: AsyncConnection, row: Row[Any], now: datetime,
+                   bound: FilteringBoundLogger) -> str | None:
         """LABELLED, SKIPPED (nothing to label), BUSY (another run writes the user's labels: after it),
         or "fetching" / None while the trace's history is not indexed yet."""
         if not await labels.try_lock_user_labels(conn, row.user_id):
@@ -106,7 +107,8 @@ class LabellingJob(QueueJob):
             await label_queue.postpone(conn, row.id, now)
             return gathered
         outcome = await self.verify(conn, wallets, gathered, records, platforms, periods, since)
-        organisation_id = await conn.scalar(select(users.c.organisation_id).where(users.c.id == row.user_id))
+        organisation_id: str = (await conn.execute(
+            select(users.c.organisation_id).where(users.c.id == row.user_id))).scalar_one()
         await labels.store_labels(conn, user_id=row.user_id, organisation_id=organisation_id, outcome=outcome,
                                   now=now)
         await label_queue.done(conn, row.id)

@@ -6,7 +6,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -39,16 +39,17 @@ def score_inputs(report: dict[str, Any], cashflow: dict[str, Any]) -> ScoreInput
                        obligations=obligations, fraud_flag_count=len(report["fraud_flags"]))
 
 
-async def stored(conn: AsyncConnection, vip_id: str):
+async def stored(conn: AsyncConnection, vip_id: str) -> Row[Any] | None:
     return (await conn.execute(select(risk_scores).where(risk_scores.c.vip_id == vip_id))).first()
 
 
-async def score_for(conn: AsyncConnection, vip_row, config: ScoringConfig, now: datetime
+async def score_for(conn: AsyncConnection, vip_row: Row[Any], config: ScoringConfig, now: datetime
                     ) -> tuple[dict[str, Any], bool]:
     """The VIP's stored score, or a new one (stored, with `risk_score.generated`). Returns (body, new)."""
     existing = await stored(conn, vip_row.id)
     if existing is not None:
-        return existing.score, False
+        score: dict[str, Any] = existing.score
+        return score, False
     score_id = new_id("rsk")
     body = risk_score(score_inputs(vip_row.report, vip_row.cashflow or {}), vip_row.report["fraud_flags"],
                       config, score_id=score_id, user_id=vip_row.user_id, vip_id=vip_row.id,
@@ -58,7 +59,11 @@ async def score_for(conn: AsyncConnection, vip_row, config: ScoringConfig, now: 
         generated_at=now, score=body).on_conflict_do_nothing(index_elements=["vip_id"])
         .returning(risk_scores.c.id))
     if inserted is None:  # a concurrent request scored it first: answer with that one
-        return (await stored(conn, vip_row.id)).score, False
+        first = await stored(conn, vip_row.id)
+        if first is None:  # the conflicting insert's row is committed, so this cannot be
+            raise LookupError(f"the risk score of {vip_row.id} conflicted but is not stored")
+        theirs: dict[str, Any] = first.score
+        return theirs, False
     await record_event(conn, "risk_score.generated", body, created_at=now,
                        organisation_id=vip_row.organisation_id)
     return body, True

@@ -9,8 +9,10 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncConnection
+from structlog.typing import FilteringBoundLogger
 
 from vip.config import Settings
 from vip.reports import inputs as inputs
@@ -49,7 +51,7 @@ class TraceCollector:
     async def gather(self, conn: AsyncConnection, wallets: list[Wallet], since: datetime,
                      fetch_requested_at: datetime | None,
                      mark_fetch_requested: Callable[[datetime], Awaitable[None]],
-                     bound) -> TraceInputs | str | None:
+                     bound: FilteringBoundLogger) -> TraceInputs | str | None:
         """The inputs, or FETCHING / WAITING while the history they need is not indexed yet (the caller
         postpones its job). `fetch_requested_at`: when this job first asked the indexer for the trace's
         addresses (`mark_fetch_requested` records it); after `fetch_wait_s` of wall-clock time the trace
@@ -161,7 +163,7 @@ class TraceCollector:
     async def _trace_ready(self, conn: AsyncConnection, wanted: dict[str, list[str]], since: datetime,
                            fetch_requested_at: datetime | None,
                            mark_fetch_requested: Callable[[datetime], Awaitable[None]],
-                           bound) -> bool | str | None:
+                           bound: FilteringBoundLogger) -> Literal[True] | str | None:
         """True when the history of every address the trace needs is indexed. Otherwise asks the indexer
         for the ones it does not watch yet (FETCHING: a run after their backfills may find the next
         hop's) or keeps waiting (None), at most `fetch_wait_s` of wall-clock time after the first ask
@@ -180,7 +182,7 @@ class TraceCollector:
             return FETCHING
         return True if await self._backfills_done(conn, wanted) else None
 
-    async def _backfills_done(self, conn, wanted: dict[str, list[str]]) -> bool:
+    async def _backfills_done(self, conn: AsyncConnection, wanted: dict[str, list[str]]) -> bool:
         for network, addresses in wanted.items():
             if await inputs.pending_backfills(conn, network, addresses):
                 return False

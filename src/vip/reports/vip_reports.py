@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import Row, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.formats import iso
@@ -25,7 +25,7 @@ VIP_FIELDS = ("id", "user_id", "generated_at", "status", "verified_monthly_incom
 
 
 
-def placeholder_body(row, status: str, error_code: str | None = None) -> dict[str, Any]:
+def placeholder_body(row: Row[Any], status: str, error_code: str | None = None) -> dict[str, Any]:
     """A VIP without results yet (`pending`) or without any (`error`): every field present."""
     body: dict[str, Any] = dict.fromkeys(VIP_FIELDS)
     body.update(id=row.id, user_id=row.user_id, status=status, income_currency="USD",
@@ -35,10 +35,11 @@ def placeholder_body(row, status: str, error_code: str | None = None) -> dict[st
     return body
 
 
-def report_body(row) -> dict[str, Any]:
+def report_body(row: Row[Any]) -> dict[str, Any]:
     """The spec's VIP report of a stored row."""
     if row.report is not None:
-        return row.report
+        report: dict[str, Any] = row.report
+        return report
     return placeholder_body(row, row.status, row.error_code)
 
 
@@ -48,14 +49,14 @@ async def lock_user(conn: AsyncConnection, user_id: str) -> None:
                        {"k": f"vip-report:{user_id}"})
 
 
-async def latest(conn: AsyncConnection, user_id: str, lookback_months: int):
+async def latest(conn: AsyncConnection, user_id: str, lookback_months: int) -> Row[Any] | None:
     return (await conn.execute(select(vip_reports).where(
         vip_reports.c.user_id == user_id, vip_reports.c.lookback_months == lookback_months)
         .order_by(vip_reports.c.seq.desc()).limit(1))).first()
 
 
 async def request_report(conn: AsyncConnection, *, organisation_id: str, user_id: str, lookback_months: int,
-                         refresh: bool, now: datetime, cache: timedelta):
+                         refresh: bool, now: datetime, cache: timedelta) -> tuple[Row[Any], bool]:
     """The report to answer with: the cached one (any status but error, less than `cache` old), or the
     pending one already running, or a new pending one (event `vip.generating`). Returns (row, created)."""
     await lock_user(conn, user_id)
@@ -73,7 +74,7 @@ async def request_report(conn: AsyncConnection, *, organisation_id: str, user_id
     return row, True
 
 
-async def find(conn: AsyncConnection, user_id: str, vip_id: str | None):
+async def find(conn: AsyncConnection, user_id: str, vip_id: str | None) -> Row[Any] | None:
     """A user's VIP by id, or its most recent (a finished one before a pending one)."""
     query = select(vip_reports).where(vip_reports.c.user_id == user_id)
     if vip_id is not None:
@@ -85,7 +86,7 @@ async def find(conn: AsyncConnection, user_id: str, vip_id: str | None):
 
 # --- the job ---------------------------------------------------------------------------------------------
 
-async def take_due(conn: AsyncConnection, now: datetime):
+async def take_due(conn: AsyncConnection, now: datetime) -> Row[Any] | None:
     """The next due pending report, locked for this transaction; other workers skip it."""
     return (await conn.execute(select(vip_reports).where(
         vip_reports.c.status == "pending", vip_reports.c.next_attempt_at <= now)
@@ -107,14 +108,14 @@ async def postpone(conn: AsyncConnection, vip_id: str, until: datetime) -> None:
     await conn.execute(update(vip_reports).where(vip_reports.c.id == vip_id).values(next_attempt_at=until))
 
 
-async def previous_finished(conn: AsyncConnection, user_id: str, before_id: str):
+async def previous_finished(conn: AsyncConnection, user_id: str, before_id: str) -> Row[Any] | None:
     return (await conn.execute(select(vip_reports).where(
         vip_reports.c.user_id == user_id, vip_reports.c.id != before_id,
         vip_reports.c.status.in_(("verified", "partially_verified")))
         .order_by(vip_reports.c.seq.desc()).limit(1))).first()
 
 
-async def finish(conn: AsyncConnection, row, body: dict[str, Any], cashflow: dict[str, Any],
+async def finish(conn: AsyncConnection, row: Row[Any], body: dict[str, Any], cashflow: dict[str, Any],
                  now: datetime) -> None:
     """Store the finished report and fire its status event (and `income.change_detected`)."""
     await conn.execute(update(vip_reports).where(vip_reports.c.id == row.id).values(
@@ -124,7 +125,7 @@ async def finish(conn: AsyncConnection, row, body: dict[str, Any], cashflow: dic
                        organisation_id=row.organisation_id)
 
 
-async def fail(conn: AsyncConnection, row, *, error_code: str, retry_at: datetime | None,
+async def fail(conn: AsyncConnection, row: Row[Any], *, error_code: str, retry_at: datetime | None,
                now: datetime) -> str:
     """Count a failed attempt: retry later, or (out of attempts) move to `error` with `vip.failed`."""
     attempts = row.attempts + 1

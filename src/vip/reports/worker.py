@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import structlog
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 from structlog.typing import FilteringBoundLogger
 
@@ -26,7 +27,7 @@ from vip.verification.model import EXACT, TransferKey
 from vip.verification.pipeline import Outcome, Wallet, vip_report
 from vip.verification.profile import income_change, usd, vip_periods
 
-log = structlog.get_logger(__name__)
+log: FilteringBoundLogger = structlog.get_logger(__name__)
 
 JOB = "vip_report"
 GENERATION_FAILED = "ERR_VIP_GENERATION_FAILED"
@@ -50,13 +51,14 @@ class VipReportJob(QueueJob):
     def finished(self, result: Any, seconds: float, bound: FilteringBoundLogger) -> bool:
         """A report made counts as work; "fetching" too, None (waiting for its counterparties) does not."""
         if result is None or result == "fetching":
-            return result == "fetching"
+            return bool(result == "fetching")
         metrics.VIP_REPORTS.labels(result).inc()
         metrics.VIP_GENERATION_SECONDS.observe(seconds)
         bound.info("VIP generated", status=result, seconds=round(seconds, 3))
         return True
 
-    async def work(self, conn: AsyncConnection, row, now: datetime, bound) -> str | None:
+    async def work(self, conn: AsyncConnection, row: Row[Any], now: datetime,
+                   bound: FilteringBoundLogger) -> str | None:
         """The report's final status; "fetching" or None while its counterparties are not indexed yet."""
         config = self.config
         wallets = await inputs.active_wallets(conn, row.user_id)
@@ -92,7 +94,8 @@ class VipReportJob(QueueJob):
         body = vip_report(outcome, vip_id=row.id, user_id=row.user_id, generated_at=as_of, config=config)
         await vip_reports.finish(conn, row, body, cashflow, now)
         await self._income_change(conn, row, body, now)
-        return body["status"]
+        status: str = body["status"]
+        return status
 
     async def _cashflow(self, conn: AsyncConnection, wallets: list[Wallet], outcome: Outcome,
                         periods: list[str], start: datetime, end: datetime) -> dict[str, Any]:
@@ -119,7 +122,8 @@ class VipReportJob(QueueJob):
                                  "lending_protocol": o.lending_protocol, "total_usd": usd(o.total_usd),
                                  "transfers": o.transfers} for o in found]}
 
-    async def _income_change(self, conn: AsyncConnection, row, body: dict[str, Any], now: datetime) -> None:
+    async def _income_change(self, conn: AsyncConnection, row: Row[Any], body: dict[str, Any],
+                             now: datetime) -> None:
         if body["status"] not in ("verified", "partially_verified"):
             return
         previous = await vip_reports.previous_finished(conn, row.user_id, row.id)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import func, select, true, update
+from sqlalchemy import Row, Select, func, select, true, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip.store.outbox import envelope
@@ -38,7 +39,7 @@ class Job:
     attempts_before: int
 
 
-def due_candidates_query(now: datetime, per_endpoint: int, skip_endpoints: list[str]):
+def due_candidates_query(now: datetime, per_endpoint: int, skip_endpoints: list[str]) -> Select[str]:
     """Ids of up to `per_endpoint` due deliveries of each live endpoint not in `skip_endpoints`, oldest due
     first (one index probe per endpoint)."""
     due = (select(d.c.id, d.c.next_attempt_at)
@@ -50,7 +51,7 @@ def due_candidates_query(now: datetime, per_endpoint: int, skip_endpoints: list[
     return select(due.c.id).select_from(ep.join(due, true())).where(live).order_by(due.c.next_attempt_at)
 
 
-def lock_due_query(now: datetime, ids: list[str]):
+def lock_due_query(now: datetime, ids: list[str]) -> Select[Any]:
     """Lock those of `ids` still due (SKIP LOCKED: another worker's are skipped), with what sending needs,
     oldest due first and in commit order among equals."""
     return (select(d.c.id, d.c.endpoint_id, d.c.event_id, d.c.attempts, ep.c.url, ep.c.secret,
@@ -73,7 +74,7 @@ async def claim_due(engine: AsyncEngine, now: datetime, *, limit: int, per_endpo
         if not ids:
             return []
         rows = list(await conn.execute(lock_due_query(now, ids)))
-        taken: list = []
+        taken: list[Row[Any]] = []
         slots = Counter(held)
         for row in rows:
             if slots[row.endpoint_id] < per_endpoint:
@@ -110,7 +111,7 @@ async def oldest_undelivered(engine: AsyncEngine) -> datetime | None:
 class _EventRow:
     """The outbox columns `envelope` reads, from a joined claim row."""
 
-    def __init__(self, row) -> None:
+    def __init__(self, row: Row[Any]) -> None:
         self.id = row.event_id
         self.type = row.type
         self.created_at = row.created_at

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import and_, case, exists, or_, select, true, update
+from sqlalchemy import Exists, and_, case, exists, or_, select, true, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.ids import new_id
 from vip.store.tables import outbox_events, webhook_attempts, webhook_deliveries, webhook_endpoints
 from vip.webhooks.catalogue import subscribed
+from vip.webhooks.records import Attempt, Delivery, ListedEvent
 from vip.webhooks.store import receiving
 
 DELIVERY_STATUSES = ("pending", "delivered", "failed", "none")
 e, d = outbox_events, webhook_deliveries
 
 
-def _any_delivery(status: str):
+def _any_delivery(status: str) -> Exists:
     return exists().where(d.c.event_id == e.c.id, d.c.status == status)
 
 
@@ -42,7 +42,7 @@ class EventFilters:
 
 
 async def list_events(conn: AsyncConnection, organisation_id: str, filters: EventFilters,
-                      before_seq: int | None, limit: int) -> tuple[list[Any], bool]:
+                      before_seq: int | None, limit: int) -> tuple[list[ListedEvent], bool]:
     """A page of events, newest first (by commit sequence), and whether more follow."""
     conditions = [e.c.organisation_id == organisation_id]
     if filters.type is not None:
@@ -56,26 +56,27 @@ async def list_events(conn: AsyncConnection, organisation_id: str, filters: Even
         conditions.append(DELIVERY_STATUS == filters.delivery_status)  # noqa: SIM300
     if before_seq is not None:
         conditions.append(e.c.seq < before_seq)
-    rows = list(await conn.execute(select(e, DELIVERY_STATUS).where(and_(*conditions))
-                                   .order_by(e.c.seq.desc()).limit(limit + 1)))
+    rows = [ListedEvent.of(r) for r in await conn.execute(select(e, DELIVERY_STATUS).where(and_(*conditions))
+                                                          .order_by(e.c.seq.desc()).limit(limit + 1))]
     return rows[:limit], len(rows) > limit
 
 
-async def load_event(conn: AsyncConnection, organisation_id: str, event_id: str):
-    return (await conn.execute(select(e, DELIVERY_STATUS).where(
+async def load_event(conn: AsyncConnection, organisation_id: str, event_id: str) -> ListedEvent | None:
+    row = (await conn.execute(select(e, DELIVERY_STATUS).where(
         e.c.id == event_id, e.c.organisation_id == organisation_id))).first()
+    return ListedEvent.of(row) if row is not None else None
 
 
-async def deliveries_of(conn: AsyncConnection, event_id: str) -> list[tuple[Any, list[Any]]]:
+async def deliveries_of(conn: AsyncConnection, event_id: str) -> list[tuple[Delivery, list[Attempt]]]:
     """The event's deliveries (oldest first), each with its attempts."""
-    deliveries = list(await conn.execute(
+    deliveries = [Delivery.of(r) for r in await conn.execute(
         select(d, webhook_endpoints.c.url).join(webhook_endpoints, webhook_endpoints.c.id == d.c.endpoint_id)
-        .where(d.c.event_id == event_id).order_by(d.c.created_at, d.c.id)))
-    attempts: dict[str, list[Any]] = {row.id: [] for row in deliveries}
+        .where(d.c.event_id == event_id).order_by(d.c.created_at, d.c.id))]
+    attempts: dict[str, list[Attempt]] = {row.id: [] for row in deliveries}
     if deliveries:
         for a in await conn.execute(select(webhook_attempts).where(
                 webhook_attempts.c.delivery_id.in_(list(attempts))).order_by(webhook_attempts.c.id)):
-            attempts[a.delivery_id].append(a)
+            attempts[a.delivery_id].append(Attempt.of(a))
     return [(row, attempts[row.id]) for row in deliveries]
 
 

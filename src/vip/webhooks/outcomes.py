@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Boolean, bindparam, case, update
 from sqlalchemy.dialects.postgresql import JSONB
@@ -19,7 +20,7 @@ from vip.webhooks.sender import Sent
 d, ep = webhook_deliveries, webhook_endpoints
 
 
-def settle(job: Job, attempted_at: datetime, finished_at: datetime, sent: Sent) -> tuple[str, dict]:
+def settle(job: Job, attempted_at: datetime, finished_at: datetime, sent: Sent) -> tuple[str, dict[str, Any]]:
     """The outcome (delivered, retrying or failed) and the row `OutcomeWriter.write` takes."""
     attempts = job.attempts_before + 1
     if sent.error is None:
@@ -40,10 +41,10 @@ class OutcomeWriter:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        self._pending: list[dict] = []
-        self._flush: asyncio.Future | None = None
+        self._pending: list[dict[str, Any]] = []
+        self._flush: asyncio.Future[None] | None = None
 
-    async def write(self, row: dict) -> None:
+    async def write(self, row: dict[str, Any]) -> None:
         """Record the attempt and move the delivery; returns once the row is committed."""
         self._pending.append(row)
         if self._flush is not None:

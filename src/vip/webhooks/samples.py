@@ -188,7 +188,8 @@ _SAMPLES = {
 
 def sample_object(event_type: str) -> dict[str, Any]:
     """A fresh copy of the sample object of `event_type` (KeyError for a type without one)."""
-    return simplejson.loads(_SAMPLES[event_type], use_decimal=True)
+    sample: dict[str, Any] = simplejson.loads(_SAMPLES[event_type], use_decimal=True)
+    return sample
 
 
 def sampled_types() -> tuple[str, ...]:

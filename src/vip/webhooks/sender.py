@@ -99,7 +99,7 @@ def refused_literal(url: str) -> str | None:
 
 
 def delivery_headers(event_id: str, body: bytes, secrets_newest_first: list[str],
-                     attempted_at: datetime) -> CIMultiDict:
+                     attempted_at: datetime) -> CIMultiDict[str]:
     """The headers of a delivery: one Service-Signature per secret that signs now, the event id, the
     attempt's time (deliveries and `vip listen --forward-to` alike)."""
     headers = CIMultiDict({"Content-Type": "application/json", EVENT_ID_HEADER: event_id,

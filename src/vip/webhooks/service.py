@@ -12,7 +12,6 @@ import base64
 import binascii
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -22,6 +21,7 @@ from vip.errors import Conflict, NotFound, Unprocessable, ValidationFailed
 from vip.store.outbox import record_event
 from vip.token_cipher import TokenCipher
 from vip.webhooks import events, store
+from vip.webhooks.records import Attempt, Delivery, ListedEvent
 from vip.webhooks.samples import sample_object, sampled_types
 from vip.webhooks.urls import check_endpoint_host, check_endpoint_url
 
@@ -140,15 +140,15 @@ async def rotate_secret_on(conn: AsyncConnection, config: WebhookConfig, organis
 
 @dataclass(frozen=True)
 class EventPage:
-    events: list[Any]  # outbox rows with their delivery_status
+    events: list[ListedEvent]
     next_cursor: str | None  # None: this is the last page
     has_more: bool
 
 
 @dataclass(frozen=True)
 class EventDetail:
-    event: Any  # the outbox row with its delivery_status
-    deliveries: list[tuple[Any, list[Any]]]  # each delivery (with its endpoint's url) and its attempts
+    event: ListedEvent
+    deliveries: list[tuple[Delivery, list[Attempt]]]  # each delivery (oldest first) and its attempts
 
 
 def encode_cursor(seq: int) -> str:
@@ -175,7 +175,7 @@ async def list_events(engine: AsyncEngine, organisation_id: str, filters: events
     return EventPage(rows, encode_cursor(rows[-1].seq) if more and rows else None, more)
 
 
-async def _detail(conn, organisation_id: str, event_id: str) -> EventDetail:
+async def _detail(conn: AsyncConnection, organisation_id: str, event_id: str) -> EventDetail:
     row = await events.load_event(conn, organisation_id, event_id)
     if row is None:
         raise _event_not_found(event_id)
@@ -221,14 +221,14 @@ async def replay_event_on(conn: AsyncConnection, organisation_id: str, event_id:
 
 # --- the developer loop: test events and the live stream -----------------------------------------------
 
-async def trigger_event(engine: AsyncEngine, organisation_id: str, event_type: str) -> Any:
+async def trigger_event(engine: AsyncEngine, organisation_id: str, event_type: str) -> ListedEvent:
     """Record a test event of `event_type` for the organisation: the type's sample object, with
     `data.test: true`; delivered to its subscribed endpoints and seen by `vip listen` like any other."""
     async with engine.begin() as conn:
         return await trigger_event_on(conn, organisation_id, event_type)
 
 
-async def trigger_event_on(conn: AsyncConnection, organisation_id: str, event_type: str) -> Any:
+async def trigger_event_on(conn: AsyncConnection, organisation_id: str, event_type: str) -> ListedEvent:
     """`trigger_event` in the caller's transaction."""
     try:
         obj = sample_object(event_type)
@@ -237,4 +237,12 @@ async def trigger_event_on(conn: AsyncConnection, organisation_id: str, event_ty
                                {"type": "unknown event type"}) from exc
     event_id = await record_event(conn, event_type, obj, created_at=await WALL.now(),
                                   organisation_id=organisation_id, test=True)
-    return await events.load_event(conn, organisation_id, event_id)
+    return await _listed(conn, organisation_id, event_id)
+
+
+async def _listed(conn: AsyncConnection, organisation_id: str, event_id: str) -> ListedEvent:
+    """An event just recorded in this transaction (so it is there)."""
+    event = await events.load_event(conn, organisation_id, event_id)
+    if event is None:
+        raise _event_not_found(event_id)
+    return event

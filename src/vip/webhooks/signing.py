@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from typing import Any
 
 import simplejson
 
@@ -36,7 +37,7 @@ def verify(secret: str, body: bytes, header_values: list[str]) -> bool:
     return any(hmac.compare_digest(expected, v.strip().encode()) for v in header_values)
 
 
-def encode_body(envelope: dict) -> bytes:
+def encode_body(envelope: dict[str, Any]) -> bytes:
     """The raw JSON body of a delivery: compact, numbers exact (Decimal, never float), addresses EIP-55
     checksummed like the API's (decision 132)."""
     return simplejson.dumps(checksum_addresses(envelope), use_decimal=True, separators=(",", ":")).encode()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, Row, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.formats import iso
@@ -45,7 +45,7 @@ class Endpoint:
         return "disabled" if self.disabled_at is not None else "enabled"
 
 
-def _endpoint(row) -> Endpoint:
+def _endpoint(row: Row[Any]) -> Endpoint:
     return Endpoint(row.id, row.organisation_id, row.url, row.description,
                     list(row.event_types) if row.event_types is not None else None, row.created_at,
                     row.previous_secret_expires_at, row.deleted_at, row.disabled_at, row.disabled_reason)
@@ -68,7 +68,7 @@ def endpoint_json(endpoint: Endpoint, secret: str | None = None) -> dict[str, An
     return body
 
 
-def receiving():
+def receiving() -> ColumnElement[bool]:
     """Endpoints that receive deliveries: neither deleted nor disabled."""
     return webhook_endpoints.c.deleted_at.is_(None) & webhook_endpoints.c.disabled_at.is_(None)
 
@@ -126,7 +126,7 @@ async def get_endpoint(conn: AsyncConnection, organisation_id: str, endpoint_id:
     return _endpoint(row) if row is not None else None
 
 
-def _active(organisation_id: str, endpoint_id: str):
+def _active(organisation_id: str, endpoint_id: str) -> ColumnElement[bool]:
     return ((webhook_endpoints.c.id == endpoint_id)
             & (webhook_endpoints.c.organisation_id == organisation_id)
             & webhook_endpoints.c.deleted_at.is_(None))
@@ -240,7 +240,7 @@ async def reseal_secrets(conn: AsyncConnection, cipher: TokenCipher) -> Resealed
     resealed = current = 0
     unreadable: list[str] = []
     for row in rows:
-        values = {}
+        values: dict[str, str] = {}
         for column in ("secret", "previous_secret"):
             stored = getattr(row, column)
             if stored is None:

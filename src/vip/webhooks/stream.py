@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip.store.tables import api_keys, outbox_events
+from vip.webhooks.records import Event
 
 e = outbox_events
 BATCH = 500  # events sent per look at most; the rest on the next
@@ -55,11 +55,12 @@ class SeqWindow:
 
 async def latest_seq(engine: AsyncEngine) -> int:
     async with engine.connect() as conn:
-        return int(await conn.scalar(select(func.coalesce(func.max(e.c.seq), 0))))
+        latest: int = (await conn.execute(select(func.coalesce(func.max(e.c.seq), 0)))).scalar_one()
+        return int(latest)
 
 
 async def new_events(engine: AsyncEngine, organisation_id: str, window: SeqWindow,
-                     now: float) -> list[Any]:
+                     now: float) -> list[Event]:
     """The organisation's events committed since the last look (oldest first), as outbox rows."""
     async with engine.connect() as conn:
         seqs = list((await conn.execute(
@@ -68,7 +69,8 @@ async def new_events(engine: AsyncEngine, organisation_id: str, window: SeqWindo
         wanted = window.take(seqs, now)
         if not wanted:
             return []
-        return list(await conn.execute(select(e).where(e.c.seq.in_(wanted)).order_by(e.c.seq)))
+        rows = await conn.execute(select(e).where(e.c.seq.in_(wanted)).order_by(e.c.seq))
+        return [Event.of(r) for r in rows]
 
 
 async def key_active(engine: AsyncEngine, key_id: str) -> bool:

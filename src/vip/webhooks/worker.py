@@ -49,7 +49,7 @@ class DeliveryWorker:
         self.config = config
         self._session = session
         self._own_session = session is None
-        self._in_flight: dict[str, asyncio.Task] = {}  # running attempts by delivery id
+        self._in_flight: dict[str, asyncio.Task[str]] = {}  # running attempts by delivery id
         self._running: Counter[str] = Counter()  # running attempts per endpoint
         self._taken: Counter[str] = Counter()  # leased here per endpoint: running or queued
         self._queued: dict[str, deque[Job]] = defaultdict(deque)
@@ -135,7 +135,7 @@ class DeliveryWorker:
         task = asyncio.create_task(self.attempt(job), name=f"webhook-{job.delivery_id}")
         self._in_flight[job.delivery_id] = task
 
-        def done(t: asyncio.Task) -> None:
+        def done(t: asyncio.Task[str]) -> None:
             self._in_flight.pop(job.delivery_id, None)
             for counter in (self._running, self._taken):
                 counter[job.endpoint_id] -= 1
