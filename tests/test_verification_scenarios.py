@@ -268,6 +268,11 @@ async def test_reorg_removes_a_salary_before_finality(harness, chain):
     assert vip["unverified_periods"][0]["period"] == f"{days[2]:%Y-%m}"
 
 
+async def report_status(api: ApiHarness, vip_id: str) -> str | None:
+    async with api.engine.connect() as conn:
+        return await conn.scalar(select(vip_reports.c.status).where(vip_reports.c.id == vip_id))
+
+
 async def test_a_vip_waits_for_the_wallets_own_history(harness, chain):
     """Asked for before the indexer has backfilled the just-connected wallet, the VIP stays pending (a
     report made then would miss every payout), and is verified once the history is in."""
@@ -288,7 +293,8 @@ async def test_a_vip_waits_for_the_wallets_own_history(harness, chain):
     async with running_indexer(api.settings, url):
         await wait_synced(api.engine, chain, "local")
         deadline = time.monotonic() + 60
-        while (await b.get("/v1/vip-report", user_id=b.user_id))[1]["vip_report"]["status"] == "pending":
+        # The report's row is watched, not the endpoint: polling it ten times a second meets its rate limit.
+        while await report_status(api, body["vip_report"]["id"]) == "pending":
             assert time.monotonic() < deadline, "the VIP never finished"
             await asyncio.sleep(0.1)
     status, body = await b.get("/v1/vip-report", user_id=b.user_id)
