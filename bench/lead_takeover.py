@@ -5,9 +5,10 @@
     DATABASE_URL=postgresql://... .venv/bin/python bench/lead_takeover.py
 
 Two real `vip index` processes on one Anvil network and one database. Each round kills the leader with
-SIGKILL, mines a block with a watched address's transfer at once, and times from the kill to (1) the
-standby's take of the lead (`chain_cursors.leader_since`, the database's clock on this machine) and (2) the
-cursor reaching that block, stored by the new leader. The killed daemon is started again as the next
+SIGKILL at a random moment of the standby's poll, mines a block with a watched address's transfer at
+once, and times from the kill to (1) the standby's take of the lead (`chain_cursors.leader_since`, the
+database's clock on this machine) and (2) the cursor reaching that block, stored by the new leader. The
+killed daemon is started again (and waited for until it stands by) as the next
 standby. Figures only: nothing fails on a slow machine.
 """
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -76,6 +79,13 @@ def new_leader(pg_url: str, old: int | None):
     return found if found[0] not in (None, old) else None
 
 
+def standing_by(log: Path, offset: int) -> bool:
+    """Whether the daemon writing `log` from `offset` on logged that it stands by."""
+    with open(log, "rb") as f:
+        f.seek(offset)
+        return b"standby for network" in f.read()
+
+
 def wait_for(what: str, check, timeout_s: float = 60.0):
     deadline = time.monotonic() + timeout_s
     while True:
@@ -92,7 +102,9 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--lead-poll", type=float, default=1.0, help="[indexer] lead_poll_s")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--logs", help="copy the daemons' logs to this directory")
     args = parser.parse_args()
+    rng = random.Random(20261128)
 
     with throwaway_database(args.database_url, "vip-lead", ("server_version",)) as db:
         node = start_anvil()
@@ -109,17 +121,22 @@ def main() -> None:
                              " VALUES ('bench', %s, 'wallet', 0)", (watched,))
 
             def start(name: str) -> None:
+                """Start daemon `name` and wait until it stands by (or leads, the first one)."""
+                log = db.tmp / f"{name}.log"
+                offset = log.stat().st_size if log.exists() else 0
                 procs[name] = spawn(db.tmp, name, db.pg_url, config_text(
                     node.rpc_url, node.chain_id, contracts, free_port(), args.lead_poll))
+                if len(procs) > 1:
+                    wait_for(f"{name} standing by", lambda: standing_by(log, offset))
 
             start("a")
             wait_for("a first leader", lambda: leader(db.pg_url)[0] == procs["a"].pid)
             start("b")
-            time.sleep(2.0)  # b is up and standing by
             took, stored = [], []
             for _ in range(args.kills):
                 pid, _, _ = leader(db.pg_url)
                 dead = next(n for n, p in procs.items() if p.pid == pid)
+                time.sleep(rng.uniform(0.5, 0.5 + args.lead_poll))  # at any moment of the standby's poll
                 killed_at = time.time()
                 procs[dead].send_signal(signal.SIGKILL)
                 mint = "0x40c10f19" + watched[2:].rjust(64, "0") + hex(10**6)[2:].rjust(64, "0")
@@ -132,18 +149,21 @@ def main() -> None:
                 stored.append(time.time() - killed_at)
                 took.append(since - killed_at)
                 start(dead)
-                time.sleep(2.0)  # the restarted daemon stands by
             print(f"{db.source}, PostgreSQL {db.settings['server_version']}, lead_poll_s {args.lead_poll},"
                   f" {args.kills} kills")
             for label, xs in (("kill -9 -> standby takes the lead", took),
                               ("kill -9 -> a new block stored by it", stored)):
                 print(f"  {label}: median {statistics.median(xs):.3f}s, min {min(xs):.3f}s,"
-                      f" max {max(xs):.3f}s")
+                      f" max {max(xs):.3f}s; each: {', '.join(f'{x:.3f}' for x in xs)}")
         finally:
             for proc in procs.values():
                 if proc.poll() is None:
                     proc.terminate()
                     proc.wait(15)
+            if args.logs:
+                Path(args.logs).mkdir(parents=True, exist_ok=True)
+                for log in db.tmp.glob("*.log"):
+                    shutil.copy(log, args.logs)
             node.stop()
 
 
