@@ -452,14 +452,15 @@ class NetworkStatus:
     block_number: int
     watched: int
     reorgs: int
+    leader: str | None  # the daemon that took the network's lead last ("host:pid")
 
 
 async def network_status(conn: AsyncConnection) -> list[NetworkStatus]:
-    """Each followed network's cursor, watch-set size and count of repaired reorgs (`vip status`)."""
+    """Each followed network's cursor, watch-set size, count of repaired reorgs and leader (`vip status`)."""
     cursors = (await conn.execute(select(chain_cursors).order_by(chain_cursors.c.network))).all()
     reorgs: dict[str, int] = dict((await conn.execute(select(chain_reorgs.c.network, func.count())
                                                       .group_by(chain_reorgs.c.network))).tuples().all())
     watched: dict[str, int] = dict((await conn.execute(select(watched_addresses.c.network, func.count())
                                                        .group_by(watched_addresses.c.network))).tuples().all())
     return [NetworkStatus(c.network, c.chain_id, c.block_number, watched.get(c.network, 0),
-                          reorgs.get(c.network, 0)) for c in cursors]
+                          reorgs.get(c.network, 0), c.leader) for c in cursors]
