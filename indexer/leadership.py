@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vip import metrics
 from vip.indexer.follower import LeadershipLost
-from vip.run_loop import sleep_or_stop
+from vip.run_loop import failure_backoff_s, sleep_or_stop
 from vip.store.tables import chain_cursors
 
 log = structlog.get_logger(__name__)
@@ -57,17 +57,23 @@ class NetworkLead:
         self.poll_s = poll_s
         self.log = log.bind(network=network)
         self.leading = asyncio.Event()  # set while this daemon leads the network
+        self.terms = 0  # how many times this daemon took the lead
+        self.standing_by = asyncio.Event()  # set while this daemon waits for another one's lead to end
 
     async def run(self, stop: asyncio.Event) -> None:
         metrics.INDEXER_LEADER.labels(self.network).set(0)
+        failures = 0
         while not stop.is_set():
+            terms = self.terms
             try:
                 await self._term(stop)
+                failures = 0
             except Exception as exc:
+                failures = 1 if self.terms != terms else failures + 1  # a term that led starts afresh
                 metrics.FOLLOWER_ERRORS.labels(self.network, f"lead_{type(exc).__name__}").inc()
                 self.log.warning("network lead ended; competing for it again",
-                                 error=f"{type(exc).__name__}: {exc}"[:300])
-                await sleep_or_stop(stop, self.poll_s)
+                                 error=f"{type(exc).__name__}: {exc}"[:300], failures=failures)
+                await sleep_or_stop(stop, failure_backoff_s(failures, self.poll_s))
             finally:
                 self.leading.clear()
                 metrics.INDEXER_LEADER.labels(self.network).set(0)
@@ -93,12 +99,14 @@ class NetworkLead:
         standby_since: float | None = None
         while not stop.is_set():
             if await conn.scalar(select(func.pg_try_advisory_lock(_key(self.network)))):
+                self.standing_by.clear()
                 waited = None if standby_since is None else round(time.monotonic() - standby_since, 3)
                 self.log.info("leading network: this daemon follows it", standby_s=waited,
                               previous_leader=await current_leader(conn, self.network))
                 return True
             if standby_since is None:
                 standby_since = time.monotonic()
+                self.standing_by.set()
                 self.log.info("standby for network: another daemon leads it; taking over when it stops",
                               leader=await current_leader(conn, self.network), poll_s=self.poll_s)
             await sleep_or_stop(stop, self.poll_s)
@@ -107,6 +115,7 @@ class NetworkLead:
     async def _lead(self, conn: AsyncConnection, stop: asyncio.Event) -> None:
         term_stop = asyncio.Event()
         tasks = [asyncio.create_task(c) for c in self.work(term_stop)]
+        self.terms += 1
         metrics.INDEXER_LEADER.labels(self.network).set(1)
         self.leading.set()
         try:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from eth_account import Account
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from tests.support.chain import ChainDriver, indexer_settings, local_network
 from tests.support.indexer import cursor_of, db_rows, spawn_indexer, wait_synced
@@ -25,6 +25,7 @@ from vip.daemon import build_network_tasks
 from vip.devstack.anvil import free_port
 from vip.indexer import store
 from vip.indexer.follower import LeadershipLost
+from vip.indexer.leadership import NetworkLead
 from vip.store.tables import chain_cursors, token_approvals, token_transfers
 
 LEADER_GAUGE = re.compile(r'^vip_indexer_leader\{network="local"\} ([0-9.]+)$', re.MULTILINE)
@@ -211,3 +212,50 @@ async def test_a_deposed_follower_stores_nothing(session_chain: ChainDriver, eng
             pass
     assert await cursor_of(engine, "local") == chain.head()
     assert await db_rows(engine, "local") == chain.token_logs({chain.accounts[2]})
+
+
+async def wait_until(condition, what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.01)
+
+
+async def test_one_lead_at_a_time_and_a_lost_session_ends_the_term(engine):
+    """Two daemons' leads of one network: one runs the network's work, the other stands by. When the
+    leader's lock session is cut (the server ends it), the standby takes over and the old leader stops its
+    work and stands by in turn."""
+    running: list[str] = []
+
+    def work_of(name: str):
+        def work(stop: asyncio.Event):
+            async def body() -> None:
+                running.append(name)
+                try:
+                    await stop.wait()
+                finally:
+                    running.remove(name)
+            return [body()]
+        return work
+
+    first = NetworkLead("net", engine, work_of("first"), 0.05)
+    second = NetworkLead("net", engine, work_of("second"), 0.05)
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(first.run(stop))]
+    try:
+        await asyncio.wait_for(first.leading.wait(), 30)
+        tasks.append(asyncio.create_task(second.run(stop)))
+        await asyncio.wait_for(second.standing_by.wait(), 30)
+        assert running == ["first"] and not second.leading.is_set()
+
+        async with engine.connect() as conn:  # the server ends the leader's session, and its lock
+            await conn.execute(text("SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_database d"
+                                    " ON d.oid = l.database WHERE l.locktype = 'advisory' AND l.granted"
+                                    " AND d.datname = current_database()"))
+        await wait_until(lambda: running == ["second"] and first.standing_by.is_set(),
+                         f"the standby should lead alone, running: {running}")
+        assert second.leading.is_set() and not first.leading.is_set()
+    finally:
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 30)
+    assert running == []
