@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from vip import metrics
 from vip.chain.rpc import NodeBehindError, RpcCallError, RpcClient, RpcError
 from vip.config import IndexerConfig, NetworkConfig
+from vip.errors import ERROR_TEXT_LIMIT
 from vip.indexer import store
 from vip.indexer.completeness import CHECKED_DEPTH
 from vip.indexer.decode import BlockHeader, parse_header
@@ -25,7 +28,7 @@ from vip.indexer.ranges import finalized_block
 from vip.indexer.reorg import first_common_block, header_window_start
 from vip.indexer.store import Cursor
 from vip.indexer.watchset import WATCH_SET_CHANNEL, WatchSetCache, WatchSnapshot
-from vip.run_loop import sleep_or_stop
+from vip.run_loop import failure_backoff_s, sleep_or_stop
 from vip.store.listen import listen_and_wake
 
 log = structlog.get_logger(__name__)
@@ -42,12 +45,26 @@ class ChainIdMismatch(Exception):
     pass
 
 
+class LeadershipLost(Exception):
+    """Another daemon took the network's lead (the cursor row's fencing token moved on): this follower
+    commits nothing more and stops."""
+
+
+def holder_name() -> str:
+    """How a daemon names itself as a network's leader (`chain_cursors.leader`)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 class Follower:
     """Follows one network from its cursor to the head; safe to kill at any point."""
 
     def __init__(self, network: NetworkConfig, engine: AsyncEngine, rpc: RpcClient, fetcher: LogFetcher,
-                 config: IndexerConfig) -> None:
+                 config: IndexerConfig, holder: str | None = None) -> None:
         self.network = network
+        self.holder = holder or holder_name()
+        # The fencing token this follower's lead got (prepare()); every commit checks it under the cursor
+        # row lock, so a follower another daemon has deposed can never store a range.
+        self.token: int | None = None
         self.name = network.name
         self.engine = engine
         self.rpc = rpc
@@ -72,7 +89,16 @@ class Follower:
     # --- start ---------------------------------------------------------------------------------------
 
     async def prepare(self) -> Cursor:
-        """Check the node's chain id against config and the database; create the cursor if new."""
+        """Check the node's chain id against config and the database, create the cursor if new, and take
+        the network's lead: raise its fencing token (after any commit of the previous leader under way)
+        and load the watch set whole from then on."""
+        cursor = await self._prepare_cursor()
+        async with self.engine.begin() as conn:
+            self.token = await store.take_lead(conn, self.name, self.holder)
+        self.watch.invalidate()
+        return cursor
+
+    async def _prepare_cursor(self) -> Cursor:
         chain_id = await self.rpc.chain_id()
         if chain_id != self.network.chain_id:
             raise ChainIdMismatch(
@@ -126,6 +152,7 @@ class Follower:
             if new_addresses:
                 # Idle at the head: the next range starts after the cursor and will include them.
                 async with self.engine.begin() as conn:
+                    self._check_lead(await store.locked_cursor(conn, self.name))
                     await store.mark_live_from(conn, self.name, new_addresses,
                                                self._live_from(cursor.block_number + 1))
             metrics.LAST_PROGRESS.labels(self.name).set(time.time())
@@ -195,7 +222,7 @@ class Follower:
                 self._tag_unknown = True
                 self.log.error("node does not answer the finality tag; using finality_depth instead",
                                tag=self.network.finality, finality_depth=self.network.finality_depth,
-                               error=exc.message[:200])
+                               error=exc.message[:ERROR_TEXT_LIMIT])
             else:
                 head = parse_header(latest)
                 # A node may not have a finalized block yet (a young chain): nothing is final then.
@@ -225,8 +252,10 @@ class Follower:
         for direct in (True, False):
             try:
                 async with self.engine.begin() as conn:
-                    # The cursor row lock serialises this commit with backfills and reorg repair.
-                    locked = await store.load_cursor(conn, self.name, lock=True)
+                    # The cursor row lock serialises this commit with backfills, reorg repair and a
+                    # take of the lead; the token proves this follower still leads, so its watch set is
+                    # whole: it was loaded after the take, and only the leader marks addresses live.
+                    locked = self._check_lead(await store.locked_cursor(conn, self.name))
                     if locked is None or locked.block_number != fetched.start - 1:
                         self.log.warning("cursor moved during fetch; discarding range", start=fetched.start)
                         return
@@ -249,6 +278,16 @@ class Follower:
         self._indexed = (fetched.end, end_header.timestamp)
         self.log.debug("indexed range", block_from=fetched.start, block_to=fetched.end,
                        logs=len(fetched.logs), finalized=finalized)
+
+    def _check_lead(self, locked: tuple[Cursor, int] | None) -> Cursor | None:
+        """The locked cursor, if this follower still leads the network; else LeadershipLost."""
+        if locked is None:
+            return None
+        cursor, token = locked
+        if token != self.token:
+            raise LeadershipLost(f"{self.name}: the lead moved to token {token}; this follower had "
+                                 f"{self.token}")
+        return cursor
 
     def _live_from(self, first_block: int) -> int:
         """First block the live follower covers for an address it starts watching at `first_block`:
@@ -290,7 +329,7 @@ class Follower:
             return  # the node changed its mind while we looked: nothing to repair now
         depth = cursor.block_number - fork.block_number
         async with self.engine.begin() as conn:
-            locked = await store.load_cursor(conn, self.name, lock=True)
+            locked = self._check_lead(await store.locked_cursor(conn, self.name))
             if locked != cursor:
                 return
             # Beyond finality: the reorg removed a block already treated as final.
@@ -400,7 +439,7 @@ class Follower:
                 return
             except (RpcError, OSError) as exc:
                 metrics.FOLLOWER_ERRORS.labels(self.name, type(exc).__name__).inc()
-                self.log.warning("network unreachable at start", error=str(exc)[:300])
+                self.log.warning("network unreachable at start", error=str(exc)[:ERROR_TEXT_LIMIT])
                 await sleep_or_stop(stop, min(30.0, delay))
         # Removals from the watch set are NOTIFYed (migration 0017); the periodic reload is the fallback.
         listener = asyncio.create_task(listen_and_wake(self.engine, WATCH_SET_CHANNEL, stop,
@@ -418,13 +457,15 @@ class Follower:
             try:
                 caught_up = await self.step()
                 failures = 0
+            except LeadershipLost:
+                raise
             except Exception as exc:  # one bad iteration must not end the follower
                 failures += 1
                 self.update_lag()
                 metrics.FOLLOWER_ERRORS.labels(self.name, type(exc).__name__).inc()
-                self.log.warning("follower iteration failed", error=f"{type(exc).__name__}: {exc}"[:300],
-                                 failures=failures)
-                await sleep_or_stop(stop, min(30.0, self.network.poll_interval_s * 2 ** min(failures, 5)))
+                self.log.warning("follower iteration failed", failures=failures,
+                                 error=f"{type(exc).__name__}: {exc}"[:ERROR_TEXT_LIMIT])
+                await sleep_or_stop(stop, failure_backoff_s(failures, self.network.poll_interval_s, 5))
                 continue
             self.update_lag()
             if caught_up:

@@ -56,6 +56,23 @@ async def load_cursor(conn: AsyncConnection, network: str, *, lock: bool = False
     return Cursor(row.block_number, row.block_hash) if row else None
 
 
+async def locked_cursor(conn: AsyncConnection, network: str) -> tuple[Cursor, int] | None:
+    """The cursor and the lead's fencing token, the row locked until the transaction ends: the follower's
+    commits, its reorg repairs and backfills serialise on it, and a take of the lead waits for it."""
+    row = (await conn.execute(select(chain_cursors.c.block_number, chain_cursors.c.block_hash,
+                                     chain_cursors.c.leader_token)
+                              .where(chain_cursors.c.network == network).with_for_update())).first()
+    return (Cursor(row.block_number, row.block_hash), row.leader_token) if row else None
+
+
+async def take_lead(conn: AsyncConnection, network: str, holder: str) -> int:
+    """Raise the network's fencing token and name its new leader: a commit of the previous leader that
+    has not locked the cursor row yet is refused from now on. Returns the new token."""
+    return cast(int, await conn.scalar(update(chain_cursors).where(chain_cursors.c.network == network).values(
+        leader_token=chain_cursors.c.leader_token + 1, leader=holder, leader_since=func.now(),
+    ).returning(chain_cursors.c.leader_token)))
+
+
 async def init_cursor(conn: AsyncConnection, network: str, chain_id: int, cursor: Cursor) -> None:
     await conn.execute(pg_insert(chain_cursors).values(
         network=network, chain_id=chain_id, block_number=cursor.block_number, block_hash=cursor.block_hash,
@@ -435,14 +452,15 @@ class NetworkStatus:
     block_number: int
     watched: int
     reorgs: int
+    leader: str | None  # the daemon that took the network's lead last ("host:pid")
 
 
 async def network_status(conn: AsyncConnection) -> list[NetworkStatus]:
-    """Each followed network's cursor, watch-set size and count of repaired reorgs (`vip status`)."""
+    """Each followed network's cursor, watch-set size, count of repaired reorgs and leader (`vip status`)."""
     cursors = (await conn.execute(select(chain_cursors).order_by(chain_cursors.c.network))).all()
     reorgs: dict[str, int] = dict((await conn.execute(select(chain_reorgs.c.network, func.count())
                                                       .group_by(chain_reorgs.c.network))).tuples().all())
     watched: dict[str, int] = dict((await conn.execute(select(watched_addresses.c.network, func.count())
                                                        .group_by(watched_addresses.c.network))).tuples().all())
     return [NetworkStatus(c.network, c.chain_id, c.block_number, watched.get(c.network, 0),
-                          reorgs.get(c.network, 0)) for c in cursors]
+                          reorgs.get(c.network, 0), c.leader) for c in cursors]

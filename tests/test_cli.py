@@ -41,7 +41,12 @@ async def test_watch_then_status(database_url, engine):
     async with engine.begin() as conn:
         await store.init_cursor(conn, "base", 8453, Cursor(4567, "0xabc"))
     line = vip("status", database_url=database_url).strip()
-    assert line.split() == ["base", "chain", "8453", "block", "4567", "watched", "1", "reorgs", "0"]
+    assert line.split() == ["base", "chain", "8453", "block", "4567", "watched", "1", "reorgs", "0",
+                            "leader", "-"]
+    async with engine.begin() as conn:
+        await store.take_lead(conn, "base", "indexer-a:4121")
+    line = vip("status", database_url=database_url).strip()
+    assert line.split()[-2:] == ["leader", "indexer-a:4121"]
 
 
 # --- serve and index refuse to start with no network ------------------------------------------------

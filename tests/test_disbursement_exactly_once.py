@@ -446,14 +446,15 @@ async def test_two_daemons_racing_execute_each_charge_once(pay_api, chain, datab
 
 async def test_a_due_charge_is_claimed_by_one_daemon(pay_api, chain, database_url):
     """The claim itself: two daemons asking at the same moment, one gets the charge, the other nothing;
-    while the lease holds, nobody else gets it."""
+    while the lease holds, nobody else gets it. A daemon without the charge's network never gets it."""
     _, _, intent, approval_tx = await confirmed_intent(pay_api, chain, database_url, "22")
     charge_id, _ = await new_charge(pay_api, intent, approval_tx)
 
-    async def claim() -> list[str]:
+    async def claim(networks: tuple[str, ...] = ("local",)) -> list[str]:
         async with pay_api.engine.begin() as conn:
-            return await store.claim_due_charges(conn, 30.0, 20)
+            return await store.claim_due_charges(conn, networks, 30.0, 20)
 
+    assert await claim(("base", "polygon")) == []
     first, second = await asyncio.gather(claim(), claim())
     assert sorted([first, second]) == [[], [charge_id]]
     assert await claim() == []

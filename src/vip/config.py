@@ -247,6 +247,9 @@ class IndexerConfig(_Strict):
     # net for changes without a Transfer log); one week keeps 100,000 wallets at a third of a call/s per
     # network, where the hour it used to be cost 55 calls/s (decision 212).
     balance_max_age_s: float = Field(default=7 * 86400.0, gt=0)
+    # A daemon standing by for a network (another one leads it) tries to take its lead this often: a
+    # leader that stops or dies is replaced within about this long (indexer/leadership.py).
+    lead_poll_s: float = Field(default=1.0, gt=0)
 
 
 # --- disbursement ---------------------------------------------------------------------------------------

@@ -1,10 +1,13 @@
-"""`vip index`: one follower and one backfiller per enabled network in one process, the webhook delivery
-worker, plus /metrics."""
+"""`vip index`: per enabled network, its follower, backfiller and balance refresher while this daemon leads
+the network (one daemon at a time does; the others stand by), the shared jobs (VIPs, labels, approvals,
+charges of the networks this daemon has, webhooks), plus /metrics."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Coroutine
+from typing import Any
 
 import aiohttp
 import structlog
@@ -20,6 +23,7 @@ from vip.indexer.backfill import Backfiller
 from vip.indexer.balances import BalanceRefresher
 from vip.indexer.fetcher import LogFetcher
 from vip.indexer.follower import Follower
+from vip.indexer.leadership import NetworkLead
 from vip.indexer.ranges import AdaptiveRange
 from vip.payments.worker import payment_tasks
 from vip.reports.labelling import LabellingJob  # verification: labels without a VIP
@@ -51,6 +55,16 @@ def build_network_tasks(settings: Settings, network: NetworkConfig, engine, rpc:
                                                       network.max_block_range), settings.indexer),
             Backfiller(network, engine, fetcher(background, network.history_initial_block_range,
                                                 network.history_max_block_range)))
+
+
+def network_work(settings: Settings, network: NetworkConfig, engine, rpc: RpcClient):
+    """What a daemon runs for a network while it leads it: its follower, backfiller and balance refresher,
+    made afresh for each term (a new follower loads the watch set whole after taking the lead)."""
+    def work(stop: asyncio.Event) -> list[Coroutine[Any, Any, None]]:
+        follower, backfiller = build_network_tasks(settings, network, engine, rpc)
+        return [follower.run(stop), backfiller.run(stop),
+                balance_refresher(settings, network, engine, rpc).run(stop)]
+    return work
 
 
 def balance_refresher(settings: Settings, network: NetworkConfig, engine, rpc: RpcClient) -> BalanceRefresher:
@@ -113,7 +127,7 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
     chosen = [n for n in settings.enabled_networks() if networks is None or n.name in networks]
     if not chosen:
         log.warning("no network to index: set an RPC URL (see docs/operations.md)")
-    engine = create_engine(database_url, pool_size=4 + 2 * len(chosen))
+    engine = create_engine(database_url, pool_size=4 + 3 * len(chosen))  # one holds each network's lead
     # One client and one budget per network, shared by all its callers (decision 233).
     rpcs = [network_client(settings, n) for n in chosen]
     # What must have happened before /readyz answers 200 (filled by the jobs that start below).
@@ -126,12 +140,11 @@ async def run_daemon(settings: Settings, database_url: str, stop: asyncio.Event,
                                           f"{settings.daemon.metrics_port}/metrics")
     tasks = []
     for network, rpc in zip(chosen, rpcs, strict=True):
-        follower, backfiller = build_network_tasks(settings, network, engine, rpc)
-        tasks.append(asyncio.create_task(follower.run(stop), name=f"follow-{network.name}"))
-        tasks.append(asyncio.create_task(backfiller.run(stop), name=f"backfill-{network.name}"))
-        tasks.append(asyncio.create_task(balance_refresher(settings, network, engine, rpc).run(stop),
-                                         name=f"balances-{network.name}"))
-        log.info("following network", network=network.name, chain_id=network.chain_id, mode=network.mode,
+        # One daemon at a time follows a network: the others stand by (decision 300).
+        lead = NetworkLead(network.name, engine, network_work(settings, network, engine, rpc),
+                           settings.indexer.lead_poll_s)
+        tasks.append(asyncio.create_task(lead.run(stop), name=f"lead-{network.name}"))
+        log.info("network configured", network=network.name, chain_id=network.chain_id, mode=network.mode,
                  finality=network.finality, finality_depth=network.finality_depth,
                  budget=f"{rpc.budget.units_per_s:g} {rpc.budget.unit}/s")
     # Disbursement: approval confirmation, intent expiry, charge completion.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import platform
 from importlib.metadata import PackageNotFoundError, version
 
@@ -70,6 +71,8 @@ BACKFILL_REMAINING = Gauge("indexer_backfill_remaining_blocks", "Blocks left to 
                            ["network"], namespace=NAMESPACE)
 BACKFILL_BLOCKS = Counter("indexer_backfill_blocks_total", "Blocks scanned by backfills", ["network"],
                           namespace=NAMESPACE)
+INDEXER_LEADER = Gauge("indexer_leader", "1 while this daemon leads the network (its follower runs), 0 while "
+                       "it stands by (indexer/leadership.py)", ["network"], namespace=NAMESPACE)
 WATCHED_ADDRESSES = Gauge("indexer_watched_addresses", "Addresses in the watch set", ["network"],
                           namespace=NAMESPACE)
 
@@ -127,3 +130,13 @@ WEBHOOK_ATTEMPT_SECONDS = Histogram("webhook_attempt_seconds", "Latency of one d
 WEBHOOK_OLDEST_UNDELIVERED = Gauge("webhook_oldest_undelivered_seconds",
                                    "Age of the oldest event with a delivery still due (0 when none)",
                                    namespace=NAMESPACE)
+
+
+def forget_network_follower(network: str) -> None:
+    """Drop the gauges a network's follower, backfiller and range sizer set, when this daemon stops leading
+    the network: a standby's stale lag or last poll would otherwise stand beside the new leader's, and
+    `max by (network)` alerts would fire on it (counters stay: they only grow)."""
+    for gauge in (HEAD_BLOCK, INDEXED_BLOCK, LAG_BLOCKS, LAG_SECONDS, CURSOR_MOVED, LAST_PROGRESS,
+                  BLOCK_RANGE_SIZE, BACKFILL_PENDING, BACKFILL_REMAINING, WATCHED_ADDRESSES):
+        with contextlib.suppress(KeyError):
+            gauge.remove(network)

@@ -17,6 +17,13 @@ from vip.waits import sleep_or_stop as sleep_or_stop
 from vip.waits import wake_or_stop as wake_or_stop
 
 EXPECTED_FAILURES = (RpcError, OSError)
+BACKOFF_CAP_S = 30.0
+
+
+def failure_backoff_s(failures: int, base_s: float, max_doublings: int = 6) -> float:
+    """How long a loop waits after its `failures`-th failure in a row: `base_s` doubled per failure (at
+    most `max_doublings` times), never more than 30 s."""
+    return min(BACKOFF_CAP_S, base_s * (1 << min(failures, max_doublings)))
 
 
 async def run_steps(step: Callable[[], Awaitable[bool]], stop: asyncio.Event, *, network: str | None,
@@ -38,7 +45,7 @@ async def run_steps(step: Callable[[], Awaitable[bool]], stop: asyncio.Event, *,
                 log.warning(f"{task} step failed", error=str(exc)[:ERROR_TEXT_LIMIT], failures=failures)
             else:
                 log.exception(f"{task} step crashed", failures=failures)
-            await sleep_or_stop(stop, min(30.0, 0.5 * 2 ** min(failures, 6)))
+            await sleep_or_stop(stop, failure_backoff_s(failures, 0.5))
             continue
         if not worked:
             await sleep_or_stop(stop, idle_s)

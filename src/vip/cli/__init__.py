@@ -259,7 +259,7 @@ def cmd_status(settings: Settings, _: argparse.Namespace) -> int:
         await engine.dispose()
         for n in networks:
             print(f"{n.network:10} chain {n.chain_id:>8}  block {n.block_number:>10}  "
-                  f"watched {n.watched:>6}  reorgs {n.reorgs:>4}")
+                  f"watched {n.watched:>6}  reorgs {n.reorgs:>4}  leader {n.leader or '-'}")
 
     asyncio.run(main())
     return 0

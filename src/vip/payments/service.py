@@ -10,7 +10,8 @@ before leaves open:
    requests for one intent run one at a time and every later one sees the first one's charge and is
    refused (409 ERR_ALREADY_CHARGED); the unique column `charges.payment_intent_id` is the backstop.
 2. One executor per charge at a time. Only daemons execute charges, each after taking the charge's lease
-   (`store.claim_due_charges`: FOR UPDATE SKIP LOCKED, then a lease on the database clock); each pass
+   (`store.claim_due_charges`: FOR UPDATE SKIP LOCKED, then a lease on the database clock; a daemon
+   claims only the charges of the networks it has with its operator key); each pass
    (`charges.ChargeExecutor`) finds every transaction recorded before it was sent (`disburser.Disburser`),
    so a daemon that takes over a lapsed lease continues the dead one's transaction, never a new one.
 3. The contract. disburse() pulls through the intent's organisation's spender only (an approval given

@@ -5,6 +5,7 @@ pending charge, and the lookups of other features' rows that intents and charges
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,6 +19,7 @@ from vip.payments import rules
 from vip.payments.records import Charge, FundingWallet, PaymentIntent, UnfinalSuccess
 from vip.payments.shapes import charge_json, intent_json
 from vip.store.outbox import record_event
+from vip.store.sets import any_of
 from vip.store.tables import (
     charge_executors,
     charges,
@@ -249,10 +251,14 @@ async def claim_charge(conn: AsyncConnection, charge_id: str, lease_s: float) ->
     return claimed is not None
 
 
-async def claim_due_charges(conn: AsyncConnection, lease_s: float, limit: int) -> list[str]:
-    """Pending charges due for another look whose lease lapsed (or never existed), leased to the caller."""
+async def claim_due_charges(conn: AsyncConnection, networks: Sequence[str], lease_s: float,
+                            limit: int) -> list[str]:
+    """Pending charges of `networks` (those the calling daemon follows with its operator key: it can
+    execute nothing else) due for another look whose lease lapsed (or never existed), leased to the
+    caller."""
     due = select(charges.c.id).where(
-        charges.c.status == rules.CHARGE_PENDING, charges.c.next_attempt_at <= func.now(),
+        charges.c.status == rules.CHARGE_PENDING, any_of(charges.c.network, networks),
+        charges.c.next_attempt_at <= func.now(),
         (charges.c.locked_until.is_(None)) | (charges.c.locked_until < func.now()),
     ).order_by(charges.c.next_attempt_at).limit(limit).with_for_update(skip_locked=True)
     rows = await conn.execute(update(charges).where(charges.c.id.in_(due.scalar_subquery())).values(
@@ -340,9 +346,9 @@ async def reopen_charge(conn: AsyncConnection, charge_id: str, tx_hash: str) -> 
     return True
 
 
-async def oldest_pending_charge(conn: AsyncConnection) -> datetime | None:
+async def oldest_pending_charge(conn: AsyncConnection, networks: Sequence[str]) -> datetime | None:
     oldest: datetime | None = await conn.scalar(select(func.min(charges.c.requested_at)).where(
-        charges.c.status == rules.CHARGE_PENDING))
+        charges.c.status == rules.CHARGE_PENDING, any_of(charges.c.network, networks)))
     return oldest
 
 

@@ -146,10 +146,12 @@ class ChargeCompleter:
                               job="charge_completion")
                 metrics.JOB_ERRORS.labels("charge_completion", "recheck").inc()
         async with self.engine.begin() as conn:
-            oldest = await store.oldest_pending_charge(conn)
+            # Only charges this daemon can execute: those of its own networks (with its operator key).
+            networks = sorted(self.executor.rpcs)
+            oldest = await store.oldest_pending_charge(conn, networks)
             metrics.JOB_OLDEST_PENDING.labels("charge_completion").set(
                 (datetime.now(UTC) - oldest).total_seconds() if oldest else 0)
-            ids = await store.claim_due_charges(conn, self.lease_s, CHARGES_PER_STEP)
+            ids = await store.claim_due_charges(conn, networks, self.lease_s, CHARGES_PER_STEP)
         if not ids:
             return False
         await asyncio.gather(*(self._advance(charge_id) for charge_id in ids))

@@ -56,6 +56,11 @@ chain_cursors = Table(
     # Highest block treated as final (never above block_number); NULL until the follower's first range
     # (readers then fall back to block_number - finality_depth). indexer/store.py final_block().
     Column("final_block", BigInteger),
+    # The follower leading the network (indexer/leadership.py): each take of the lead raises the fencing
+    # token; a commit whose follower holds another token is refused (migration 0023).
+    Column("leader_token", BigInteger, nullable=False, server_default=text("0")),
+    Column("leader", Text),  # "host:pid" of the daemon that took the lead last
+    Column("leader_since", DateTime(timezone=True)),
 )
 
 # Headers of the blocks inside the finality window, to find the fork point of a reorg.

@@ -2,14 +2,14 @@
 that a retry after a lost answer is answered with that resource rather than refused.
 
 Revision ID: 0024
-Revises: 0022
+Revises: 0023
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = '0024'
-down_revision = '0022'
+down_revision = '0023'
 branch_labels = None
 depends_on = None
 
