@@ -19,11 +19,12 @@ What it does:
      salary, dated on the payday); every address is watched and backfilled; each network's cursor is at
      the history's end.
   3. VIP job: asks for a 12-month VIP of `--vips` borrowers (default 200) and runs the daemon's job
-     (`VipReportJob.run_once`, funding trace included) until none is pending, one worker on one
-     connection. Prints the latency of each VIP (p50/p99/max: the single 12-month VIP with its funding
-     trace), VIPs per minute of the worker's wall clock, and VIPs per minute per core: the CPU the worker
-     and its PostgreSQL backend spent (psutil on both processes; a backend of a server on another host is
-     not measured, then only the worker's CPU counts).
+     (`VipReportJob.run_once`, funding trace included, with the daemon's `tune_runtime`) until none is
+     pending or `--vip-budget` seconds have passed, one worker on one connection. Prints the latency of
+     each VIP (p50/p99/max: the single 12-month VIP with its funding trace), VIPs per minute of the
+     worker's wall clock, and VIPs per minute per core: the CPU the worker and its PostgreSQL backend
+     spent (psutil on both processes; a backend of a server on another host is not measured, then only
+     the worker's CPU counts).
   4. `GET /v1/transactions`: runs the real app (`api.app.create_app`, `web.run_app` as `vip serve` does,
      in `--servers` subprocesses) on loopback, and drives `--clients` (50) concurrent clients, each with a
      key of its own, at `--rate` (1) requests/s each on a Poisson schedule (open loop, the spec's per-key
@@ -83,6 +84,7 @@ from bench.benchdb import throwaway_database
 from vip.accounts import keys
 from vip.api.app import create_app
 from vip.config import ApiConfig, RateLimitConfig, Settings, load_settings
+from vip.daemon import tune_runtime
 from vip.dashboard import staff as staff_store
 from vip.logging import configure_logging
 from vip.reports import vip_reports
@@ -783,6 +785,7 @@ def main() -> None:
                 explain_plans(db.pg_url, data)
 
             chosen = random.Random(args.seed + 1).sample(data.borrowers, min(args.vips, len(data.borrowers)))
+            tune_runtime()  # as `vip index`, whose process runs the VIP job, does
             vips = asyncio.run(run_vips(db.url, settings, data, chosen, args.vip_budget))
             figures["vip"] = print_vips(vips)
             vip_users = {b.user_id for b in chosen[:len(vips.latencies)]}
