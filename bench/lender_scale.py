@@ -374,6 +374,8 @@ def seed(pg_url: str, transfers: int, borrowers: int, seed_value: int, key_count
                 if progress:
                     print(f"  month {month + 1}/{MONTHS}: {written:,} transfers "
                           f"({time.perf_counter() - started:.0f}s)", flush=True)
+            if rebuild:
+                cur.execute("SET maintenance_work_mem = '1GB'")  # sorts 10M index entries in memory
             for statement in rebuild:
                 cur.execute(statement)
                 conn.commit()
