@@ -22,6 +22,8 @@ from bench.lender_scale import (
     staff_cookie,
 )
 from vip.api.app import create_app
+from vip.dashboard.borrower_list import ListFilters, _filtered, borrower_page
+from vip.store.engine import create_engine
 
 
 def plain(url: str) -> str:
@@ -55,6 +57,21 @@ async def test_the_bench_generates_a_lender_and_measures_each_path(database_url:
     vips = await run_vips(database_url, settings, data, chosen)
     assert len(vips.latencies) == 2 and vips.statuses == {"verified": 2}
     vip_users = {b.user_id for b in chosen}
+
+    # The list's count: read from `users` alone unless a filter is on the latest VIP, and the same either way.
+    engine = create_engine(database_url, pool_size=1)
+    try:
+        for query in ({}, {"sort": "vip"}, {"q": chosen[0].user_id[4:12]}, {"status": "verified"},
+                      {"status": "none"}, {"flagged": "no", "sort": "income"}):
+            filters, problems = ListFilters.from_query(query)
+            assert not problems
+            page = await borrower_page(engine, settings, data.organisation_id, filters, None)
+            async with engine.connect() as conn:
+                every = (await conn.execute(_filtered(data.organisation_id, filters).select())).all()
+            assert page.total == len(every), query
+        assert (await borrower_page(engine, settings, data.organisation_id, ListFilters(), None)).total == 20
+    finally:
+        await engine.dispose()
 
     runner = web.AppRunner(create_app(settings, database_url), access_log=None)
     await runner.setup()
