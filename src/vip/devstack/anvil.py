@@ -14,6 +14,7 @@ from pathlib import Path
 from eth_account import Account
 
 from vip.config import anvil_override
+from vip.devstack.errors import AnvilNotFound
 
 # The npm package @foundry-rs/anvil ships the binary in a per-platform package.
 NPM_ANVIL_GLOB = "@foundry-rs/anvil-*/bin/anvil"
@@ -33,10 +34,6 @@ def _derive_dev_keys(count: int) -> tuple[str, ...]:
 
 
 DEV_PRIVATE_KEYS = _derive_dev_keys(DEV_ACCOUNT_COUNT)
-
-
-class AnvilNotFound(FileNotFoundError):
-    """No Anvil binary anywhere we look; the message says how to get one."""
 
 
 def anvil_binary(start: Path | None = None) -> Path:
