@@ -2,7 +2,8 @@
 listen, trigger, funding-wallets, sign-in-domains, secrets, time-travel.
 
 Its arguments are in vip.cli.parser; each subcommand's body is in the module named by its `Command`
-(vip.cli.service: dev, index, serve, migrate, revision, status), imported only when it runs."""
+(vip.cli.service: dev, index, serve; vip.cli.database: migrate, revision, status), imported only when
+it runs."""
 
 from __future__ import annotations
 

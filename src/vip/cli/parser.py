@@ -117,13 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=Command("service", "cmd_serve"))
 
     sub.add_parser("migrate", help="apply database migrations").set_defaults(
-        func=Command("service", "cmd_migrate"))
+        func=Command("database", "cmd_migrate"))
     add_contracts_parser(sub).set_defaults(func=Command("contracts", "cmd_contracts"))
     revision = sub.add_parser("revision", help="write a migration from changes in vip/store/tables.py")
     revision.add_argument("-m", "--message", required=True, help="the migration's one-line summary")
-    revision.set_defaults(func=Command("service", "cmd_revision"))
+    revision.set_defaults(func=Command("database", "cmd_revision"))
     sub.add_parser("status", help="show indexer cursors, watch sets and reorgs").set_defaults(
-        func=Command("service", "cmd_status"))
+        func=Command("database", "cmd_status"))
 
     keys_parser = sub.add_parser("keys", help="create, list and revoke API keys of an organisation")
     keys_sub = keys_parser.add_subparsers(dest="keys_command", required=True)

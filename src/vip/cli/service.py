@@ -1,6 +1,6 @@
-"""The service's own commands: `vip dev`, `vip index`, `vip serve`, `vip migrate`, `vip revision`,
-`vip status`. The checks before a daemon starts (networks, production secrets, the disbursement contracts)
-are here; the daemons are vip.daemon and vip.api.app."""
+"""The service's own commands: `vip dev`, `vip index`, `vip serve`. The checks before a daemon starts
+(networks, production secrets, the disbursement contracts) are here; the daemons are vip.daemon and
+vip.api.app."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from pathlib import Path
 
 import structlog
 from aiohttp import web
-from alembic import command as alembic_command
 from web3 import Web3
 
 from vip.api.app import create_app
@@ -23,9 +22,8 @@ from vip.cli.dev_stack import database_url
 from vip.config import Settings
 from vip.daemon import run_daemon
 from vip.devstack.dev import run_dev
-from vip.indexer import store
 from vip.production_secrets import production_secret_problems
-from vip.store.engine import alembic_config, create_engine, migrate
+from vip.store.engine import migrate
 
 log = structlog.get_logger("vip.cli")
 
@@ -39,19 +37,6 @@ def _run_until_signal(main) -> None:
         await main(stop)
 
     asyncio.run(runner())
-
-
-def cmd_migrate(settings: Settings, _: argparse.Namespace) -> int:
-    migrate(database_url(settings))
-    print("database schema is up to date")
-    return 0
-
-
-def cmd_revision(settings: Settings, args: argparse.Namespace) -> int:
-    url = database_url(settings)
-    migrate(url)  # autogenerate compares the models with an up-to-date schema
-    alembic_command.revision(alembic_config(url), message=args.message, autogenerate=True)
-    return 0
 
 
 def no_networks_error(settings: Settings, command: str) -> str | None:
@@ -149,17 +134,3 @@ def cmd_dev(settings: Settings, args: argparse.Namespace) -> int:
                    args.anvil_port, args.api_port, args.metrics_port, demo=not args.no_demo,
                    configured_database_url=settings.database_url, reset=args.reset, personas=args.persona,
                    provider=args.provider)
-
-
-def cmd_status(settings: Settings, _: argparse.Namespace) -> int:
-    async def main() -> None:
-        engine = create_engine(database_url(settings))
-        async with engine.connect() as conn:
-            networks = await store.network_status(conn)
-        await engine.dispose()
-        for n in networks:
-            print(f"{n.network:10} chain {n.chain_id:>8}  block {n.block_number:>10}  "
-                  f"watched {n.watched:>6}  reorgs {n.reorgs:>4}  leader {n.leader or '-'}")
-
-    asyncio.run(main())
-    return 0
