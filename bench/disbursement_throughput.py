@@ -81,25 +81,16 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
-def network_config(rpc_url: str, contracts, name: str = "local", chain_id: int = 31337) -> NetworkConfig:
-    """A local Anvil network with the deployed tokens and disbursement contract, finality depth 2."""
-    return NetworkConfig(
-        name=name, chain_id=chain_id, rpc_url=rpc_url, local=True, finality_depth=2, poll_interval_s=0.05,
+def settings_for(rpc_url: str, contracts, operator_key: str, api_port: int) -> Settings:
+    network = NetworkConfig(
+        name="local", chain_id=31337, rpc_url=rpc_url, local=True, finality_depth=2, poll_interval_s=0.05,
         max_block_range=1000, initial_block_range=100, mode="watched", start_block=0,
         disbursement_contract=contracts.disbursement,
         tokens={"USDC": TokenConfig(address=contracts.usdc), "USDT": TokenConfig(address=contracts.usdt)})
-
-
-def api_config(api_port: int) -> ApiConfig:
-    """The API on loopback with the per-key rate limits out of the way."""
     limits = RateLimitConfig(default_per_key=1_000_000, transactions_per_key=1_000_000)
-    return ApiConfig(port=api_port, public_base_url=f"http://127.0.0.1:{api_port}", rate_limits=limits)
-
-
-def settings_for(rpc_url: str, contracts, operator_key: str, api_port: int) -> Settings:
     return Settings(
-        networks={"local": network_config(rpc_url, contracts)},
-        api=api_config(api_port),
+        networks={"local": network},
+        api=ApiConfig(port=api_port, public_base_url=f"http://127.0.0.1:{api_port}", rate_limits=limits),
         rpc=RpcConfig(timeout_s=10, max_requests_per_s=5000),
         indexer=IndexerConfig(lag_grace_s=0.5),
         disbursement=DisbursementConfig(operator_private_key=SecretStr(operator_key), charge_wait_s=10,

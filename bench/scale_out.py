@@ -6,8 +6,8 @@ a temp dir, or the server of `--database-url` / $DATABASE_URL):
   1. Charges, twice (1 daemon, then 2): two fresh Anvils (`local`, chain 31337, and `local2`, 31338,
      automine plus a block every `--block-interval` s, finality depth 2), the contracts on both, one
      organisation and key, `--payouts` borrowers and funded lenders split evenly over the two networks
-     (bench/disbursement_throughput.py's seeding), the real API in this process (charge_wait_s 10 s) and
-     the daemon(s) as real processes holding the operator key: either one `vip index` following both
+     (bench/disbursement_throughput.py's seeding), one `vip serve` for both networks (charge_wait_s 10 s)
+     and the daemon(s), real processes, holding the operator key: either one `vip index` following both
      networks, or `vip index --network local` and `vip index --network local2` (each the leader and
      charge executor of its network, decision 300). `--in-flight` lanes drive the payouts, alternating
      networks, as a lender backend would (intent, approve(), `approval_confirmed`, POST /v1/charges,
@@ -54,7 +54,6 @@ from pathlib import Path
 
 import aiohttp
 import psutil
-from aiohttp import web
 from eth_account import Account
 from sqlalchemy import func, select
 from web3 import Web3
@@ -63,11 +62,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benches import t
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.api_transactions_load import wait_ready
-from bench.benchdb import throwaway_database
+from bench.benchdb import BenchDatabase, throwaway_database
 from bench.disbursement_throughput import (
-    api_config,
     miner,
-    network_config,
     paid_exactly_once,
     payout,
     percentile,
@@ -76,8 +73,6 @@ from bench.disbursement_throughput import (
 )
 from bench.webhook_delivery import DEVELOPMENT, FastReceiver, wait_until
 from vip.accounts import keys
-from vip.api.app import create_app
-from vip.config import DisbursementConfig, IndexerConfig, RpcConfig, Settings
 from vip.devstack.anvil import AnvilNode, free_port, start_anvil
 from vip.devstack.console import vip_console_script
 from vip.devstack.deploy import deploy_local_contracts, mint
@@ -153,6 +148,12 @@ def network_section(chain: Chain) -> str:
             f"\n[networks.{chain.name}.tokens.USDT]\naddress = \"{c.usdt}\"\n")  # type: ignore[attr-defined]
 
 
+def api_section(port: int) -> str:
+    """The API on loopback with the per-key rate limits out of the way."""
+    return (f"\n[api]\nhost = \"127.0.0.1\"\nport = {port}\n\n[api.rate_limits]\ndefault_per_key = 1000000\n"
+            "transactions_per_key = 1000000\n")
+
+
 def daemon_config(chains: list[Chain]) -> str:
     """The daemon's tuning of disbursement_throughput.py's in-process daemon, as a configuration file."""
     return (f"[daemon]\nmetrics_port = {free_port()}\n\n[indexer]\nlead_poll_s = 0.2\nlag_grace_s = 0.5\n\n"
@@ -161,7 +162,7 @@ def daemon_config(chains: list[Chain]) -> str:
             + "".join(network_section(c) for c in chains))
 
 
-async def start_chain(name: str, chain_id: int, count: int, offset: int) -> Chain:
+def start_chain(name: str, chain_id: int, count: int, offset: int) -> Chain:
     node = start_anvil(chain_id=chain_id, port=free_port())
     w3 = Web3(Web3.HTTPProvider(node.rpc_url, request_kwargs={"timeout": 30}))
     deployer, operator_key = node.private_keys[0], node.private_keys[1]
@@ -201,31 +202,25 @@ async def charges_side(args, server_url: str, daemons: int) -> dict:
     procs: list[subprocess.Popen] = []
     stop = asyncio.Event()
     try:
-        for (name, chain_id), count in zip(NETWORKS, per_network, strict=True):
-            chains.append(await start_chain(name, chain_id, count, 1000 * len(chains)))
+        chains += await asyncio.gather(*(asyncio.to_thread(start_chain, name, chain_id, count, 1000 * n)
+                                         for n, ((name, chain_id), count) in enumerate(
+                                             zip(NETWORKS, per_network, strict=True))))
         with throwaway_database(server_url, f"vip-bench-scale-charges{daemons}", ()) as db:
             secret = ""
             for chain, count in zip(chains, per_network, strict=True):
                 secret, chain.pairs = await seed(db.url, count, chain.name)
             operator_key = chains[0].node.private_keys[1]  # the same dev account operates both contracts
-            api_port = free_port()
-            settings = Settings(
-                networks={c.name: network_config(c.node.rpc_url, c.contracts, c.name, c.node.chain_id)
-                          for c in chains},
-                api=api_config(api_port), rpc=RpcConfig(timeout_s=10, max_requests_per_s=5000),
-                indexer=IndexerConfig(lag_grace_s=0.5),
-                disbursement=DisbursementConfig(charge_wait_s=10, poll_interval_s=0.05))
-            runner = web.AppRunner(create_app(settings, db.url), access_log=None)
-            await runner.setup()
-            await web.TCPSite(runner, "127.0.0.1", api_port).start()
+            api_port = free_port()  # one `vip serve` on both networks, as a real process
+            procs.append(spawn(db.tmp, "serve", daemon_config(chains) + api_section(api_port),
+                               {"DATABASE_URL": db.url}, ["serve"]))
             base = f"http://127.0.0.1:{api_port}"
             env = {"DATABASE_URL": db.url, "VIP_OPERATOR_KEY": operator_key}
-            config = daemon_config(chains)
             if daemons == 1:
-                procs.append(spawn(db.tmp, "index-both", config, env, ["index"]))
+                procs.append(spawn(db.tmp, "index-both", daemon_config(chains), env, ["index"]))
             else:
                 procs += [spawn(db.tmp, f"index-{c.name}", daemon_config(chains), env,
                                 ["index", "--network", c.name]) for c in chains]
+            await ready(db.tmp, procs[:1], [base])
             await wait_executors(db.url, {c.name for c in chains}, procs)
             nonces = [c.w3.eth.get_transaction_count(Account.from_key(operator_key).address) for c in chains]
             async with aiohttp.ClientSession() as session, aiohttp.ClientSession() as http:
@@ -252,7 +247,6 @@ async def charges_side(args, server_url: str, daemons: int) -> dict:
                 load_after = load()
                 stop.set()
                 await asyncio.gather(*mining)
-            await runner.cleanup()
             stop_all(procs)
             failures, checked = 0, []
             for chain, before in zip(chains, nonces, strict=True):
@@ -311,63 +305,62 @@ async def api_requests(args, bases: list[str], api_key: str) -> tuple[int, float
         return len(latencies), time.perf_counter() - started, latencies
 
 
-async def api_side(args, server_url: str, processes: int) -> dict:
-    """Part 2 with `processes` API servers, then as many webhook-delivering daemons."""
+async def api_side(args, db: BenchDatabase, processes: int) -> dict:
+    """Part 2 with `processes` API servers, then as many webhook-delivering daemons, on `db` (organisations
+    of their own: the other side's events are all delivered)."""
     token_key = "bench:" + base64.urlsafe_b64encode(secrets.token_bytes(32)).decode()
     env = {"VIP_TOKEN_KEY": token_key, "VIP_STATE_SECRET": secrets.token_urlsafe(32)}
     receiver = FastReceiver()
     await receiver.start()
     procs: list[subprocess.Popen] = []
     try:
-        with throwaway_database(server_url, f"vip-bench-scale-api{processes}", ()) as db:
-            env["DATABASE_URL"] = db.url
-            engine = create_engine(db.url, pool_size=2)
-            now = datetime.now(UTC)
-            async with engine.begin() as conn:
-                api_org = await keys.ensure_organisation(conn, "bench-api")  # no endpoints: events only
-                api_key, _ = await keys.create_key(conn, api_org, ["admin"], "bench")
-                hooks_org = await keys.ensure_organisation(conn, "bench-hooks")
-                for n in range(args.endpoints):
-                    await store.create_endpoint(conn, hooks_org, f"{receiver.url}/{n}", None, None, now,
-                                                cipher=TokenCipher.from_text(token_key))
-            # API: the servers alone.
-            ports = [free_port() for _ in range(processes)]
-            limits = "[api.rate_limits]\ndefault_per_key = 1000000\ntransactions_per_key = 1000000\n"
-            procs = [spawn(db.tmp, f"serve-{port}", f"[api]\nhost = \"127.0.0.1\"\nport = {port}\n\n{limits}",
-                           env, ["serve", "--allow-no-networks"]) for port in ports]
-            bases = [f"http://127.0.0.1:{port}" for port in ports]
-            await ready(db.tmp, procs, bases)
-            api_load_before, cpu_before = load(), cpu(procs)
-            answered, api_s, latencies = await api_requests(args, bases, api_key)
-            api_cpu, api_load_after = cpu(procs) - cpu_before, load()
-            stop_all(procs)
-            # Webhooks: the daemons alone, ready (the API's events fanned out: they have no endpoint).
-            metrics = [free_port() for _ in range(processes)]
-            config = "[webhooks]\nallow_http = true\n\n[daemon]\nmetrics_port = {}\n" + DEVELOPMENT
-            procs = [spawn(db.tmp, f"index-{port}", config.format(port), env,
-                           ["index", "--allow-no-networks"]) for port in metrics]
-            await ready(db.tmp, procs, [f"http://127.0.0.1:{port}" for port in metrics])
-            for _ in range(6000):
-                async with engine.connect() as conn:
-                    if not await conn.scalar(select(func.count()).select_from(outbox_events).where(
-                            outbox_events.c.fanned_out_at.is_(None))):
-                        break
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(1.0)  # every worker listening
-            hooks_load_before, cpu_before = load(), cpu(procs)
-            event_ids: list[str] = []
-            async with engine.begin() as conn:  # one commit: every worker wakes at once
-                for i in range(args.events):
-                    event_ids.append(await record_event(conn, "connection.revoked", {  # noqa: PERF401
-                        "id": f"con_{i}", "user_id": "usr_bench", "type": "wallet", "status": "revoked"},
-                        created_at=datetime.now(UTC), organisation_id=hooks_org))
-            committed = time.time()
-            total = args.events * args.endpoints
-            await wait_until(lambda: len(receiver.arrivals) >= total, 600, "the deliveries")
-            hooks_s = max(receiver.arrivals.values()) - committed
-            hooks_cpu, hooks_load_after = cpu(procs) - cpu_before, load()
-            stop_all(procs)
-            await engine.dispose()
+        env["DATABASE_URL"] = db.url
+        engine = create_engine(db.url, pool_size=2)
+        now = datetime.now(UTC)
+        async with engine.begin() as conn:
+            api_org = await keys.ensure_organisation(conn, f"bench-api-{processes}")  # no endpoints
+            api_key, _ = await keys.create_key(conn, api_org, ["admin"], "bench")
+            hooks_org = await keys.ensure_organisation(conn, f"bench-hooks-{processes}")
+            for n in range(args.endpoints):
+                await store.create_endpoint(conn, hooks_org, f"{receiver.url}/{n}", None, None, now,
+                                            cipher=TokenCipher.from_text(token_key))
+        # API: the servers alone.
+        ports = [free_port() for _ in range(processes)]
+        procs = [spawn(db.tmp, f"serve-{port}", api_section(port), env, ["serve", "--allow-no-networks"])
+                 for port in ports]
+        bases = [f"http://127.0.0.1:{port}" for port in ports]
+        await ready(db.tmp, procs, bases)
+        api_load_before, cpu_before = load(), cpu(procs)
+        answered, api_s, latencies = await api_requests(args, bases, api_key)
+        api_cpu, api_load_after = cpu(procs) - cpu_before, load()
+        stop_all(procs)
+        # Webhooks: the daemons alone, ready (the API's events fanned out: they have no endpoint).
+        metrics = [free_port() for _ in range(processes)]
+        config = "[webhooks]\nallow_http = true\n\n[daemon]\nmetrics_port = {}\n" + DEVELOPMENT
+        procs = [spawn(db.tmp, f"index-{port}", config.format(port), env,
+                       ["index", "--allow-no-networks"]) for port in metrics]
+        await ready(db.tmp, procs, [f"http://127.0.0.1:{port}" for port in metrics])
+        for _ in range(6000):
+            async with engine.connect() as conn:
+                if not await conn.scalar(select(func.count()).select_from(outbox_events).where(
+                        outbox_events.c.fanned_out_at.is_(None))):
+                    break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # every worker listening
+        hooks_load_before, cpu_before = load(), cpu(procs)
+        event_ids: list[str] = []
+        async with engine.begin() as conn:  # one commit: every worker wakes at once
+            for i in range(args.events):
+                event_ids.append(await record_event(conn, "connection.revoked", {  # noqa: PERF401
+                    "id": f"con_{i}", "user_id": "usr_bench", "type": "wallet", "status": "revoked"},
+                    created_at=datetime.now(UTC), organisation_id=hooks_org))
+        committed = time.time()
+        total = args.events * args.endpoints
+        await wait_until(lambda: len(receiver.arrivals) >= total, 600, "the deliveries")
+        hooks_s = max(receiver.arrivals.values()) - committed
+        hooks_cpu, hooks_load_after = cpu(procs) - cpu_before, load()
+        stop_all(procs)
+        await engine.dispose()
         missing = sum((e, n) not in receiver.arrivals for e in event_ids for n in range(args.endpoints))
         duplicates = receiver.count - len(receiver.arrivals)
         return {"api_rate": answered / api_s, "api_n": answered, "api_s": api_s,
@@ -391,12 +384,12 @@ def ratio(one: float, two: float) -> str:
     return f"{two / one:.2f}" if one else "-"
 
 
-async def run(args, server_url: str) -> int:
+async def run(args, db: BenchDatabase) -> int:
     print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}; {load()}", flush=True)
     charged = {}
     if args.payouts:
         for daemons in (1, 2):
-            charged[daemons] = await charges_side(args, server_url, daemons)
+            charged[daemons] = await charges_side(args, db.url, daemons)
             c = charged[daemons]
             print(f"charges, {daemons} daemon(s): {args.payouts} payouts in {c['seconds']:.1f} s = "
                   f"{c['rate']:.2f}/s; flow p50 {c['flow_p50']:.2f} s, p90 {c['flow_p90']:.2f} s; "
@@ -404,7 +397,7 @@ async def run(args, server_url: str) -> int:
     served = {}
     if args.events:
         for processes in (1, 2):
-            served[processes] = await api_side(args, server_url, processes)
+            served[processes] = await api_side(args, db, processes)
             s = served[processes]
             print(f"API, {processes} vip serve: {s['api_n']} POST /v1/events/trigger in {s['api_s']:.1f} s "
                   f"= {s['api_rate']:.0f}/s; p50 {1000 * s['api_p50']:.0f} ms, "
@@ -445,7 +438,7 @@ def main() -> None:
     configure_logging("console", logging.WARNING)
     with throwaway_database(args.database_url, "vip-bench-scale", ("max_connections",)) as db:
         print(f"database: {db.source} {db.settings}", flush=True)
-        sys.exit(asyncio.run(run(args, db.url)))
+        sys.exit(asyncio.run(run(args, db)))
 
 
 if __name__ == "__main__":
