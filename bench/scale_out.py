@@ -90,6 +90,17 @@ def load() -> str:
     return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
+class Window:
+    """The load average at a timed part's start and end, and how busy the machine's cores were in it."""
+
+    def __init__(self) -> None:
+        self.before = load()
+        psutil.cpu_percent(None)  # starts psutil's interval
+
+    def end(self) -> str:
+        return f"{self.before} -> {load()}; cores {psutil.cpu_percent(None):.0f}% busy"
+
+
 @dataclass
 class Chain:
     """One network of the charges part: its Anvil, contracts, borrowers and lenders."""
@@ -240,11 +251,11 @@ async def charges_side(args, server_url: str, daemons: int) -> dict:
                             http, session, base, chain.node.rpc_url, secret, user_id, wallet, lender,
                             chain.amounts[i], chain.name))
 
-                load_before = load()
+                window, cpu_before = Window(), cpu(procs)
                 started = time.perf_counter()
                 await asyncio.gather(*(lane() for _ in range(args.in_flight)))
                 elapsed = time.perf_counter() - started
-                load_after = load()
+                measured, vip_cpu = window.end(), cpu(procs) - cpu_before
                 stop.set()
                 await asyncio.gather(*mining)
             stop_all(procs)
@@ -266,7 +277,7 @@ async def charges_side(args, server_url: str, daemons: int) -> dict:
         return {"rate": args.payouts / elapsed, "seconds": elapsed, "ok": failures == 0,
                 "flow_p50": statistics.median(flows), "flow_p90": percentile(flows, 90),
                 "check": "; ".join(checked) + f"; {succeeded} charges succeeded",
-                "load": f"{load_before} -> {load_after}"}
+                "load": measured, "cpu_ms": 1000 * vip_cpu / args.payouts}
     finally:
         stop.set()
         stop_all(procs)
@@ -330,9 +341,9 @@ async def api_side(args, db: BenchDatabase, processes: int) -> dict:
                  for port in ports]
         bases = [f"http://127.0.0.1:{port}" for port in ports]
         await ready(db.tmp, procs, bases)
-        api_load_before, cpu_before = load(), cpu(procs)
+        window, cpu_before = Window(), cpu(procs)
         answered, api_s, latencies = await api_requests(args, bases, api_key)
-        api_cpu, api_load_after = cpu(procs) - cpu_before, load()
+        api_cpu, api_load = cpu(procs) - cpu_before, window.end()
         stop_all(procs)
         # Webhooks: the daemons alone, ready (the API's events fanned out: they have no endpoint).
         metrics = [free_port() for _ in range(processes)]
@@ -347,7 +358,7 @@ async def api_side(args, db: BenchDatabase, processes: int) -> dict:
                     break
             await asyncio.sleep(0.05)
         await asyncio.sleep(1.0)  # every worker listening
-        hooks_load_before, cpu_before = load(), cpu(procs)
+        window, cpu_before = Window(), cpu(procs)
         event_ids: list[str] = []
         async with engine.begin() as conn:  # one commit: every worker wakes at once
             for i in range(args.events):
@@ -358,17 +369,17 @@ async def api_side(args, db: BenchDatabase, processes: int) -> dict:
         total = args.events * args.endpoints
         await wait_until(lambda: len(receiver.arrivals) >= total, 600, "the deliveries")
         hooks_s = max(receiver.arrivals.values()) - committed
-        hooks_cpu, hooks_load_after = cpu(procs) - cpu_before, load()
+        hooks_cpu, hooks_load = cpu(procs) - cpu_before, window.end()
         stop_all(procs)
         await engine.dispose()
         missing = sum((e, n) not in receiver.arrivals for e in event_ids for n in range(args.endpoints))
         duplicates = receiver.count - len(receiver.arrivals)
         return {"api_rate": answered / api_s, "api_n": answered, "api_s": api_s,
                 "api_p50": statistics.median(latencies), "api_p99": percentile(latencies, 99),
-                "api_cpu_ms": 1000 * api_cpu / answered, "api_load": f"{api_load_before} -> {api_load_after}",
+                "api_cpu_ms": 1000 * api_cpu / answered, "api_load": api_load,
                 "hooks_rate": total / hooks_s, "hooks_n": total, "hooks_s": hooks_s,
                 "hooks_cpu_ms": 1000 * hooks_cpu / total,
-                "hooks_load": f"{hooks_load_before} -> {hooks_load_after}",
+                "hooks_load": hooks_load,
                 "ok": missing == 0 and duplicates == 0,
                 "check": f"{total - missing} of {total} deliveries received, {duplicates} duplicates"}
     finally:
@@ -393,6 +404,7 @@ async def run(args, db: BenchDatabase) -> int:
             c = charged[daemons]
             print(f"charges, {daemons} daemon(s): {args.payouts} payouts in {c['seconds']:.1f} s = "
                   f"{c['rate']:.2f}/s; flow p50 {c['flow_p50']:.2f} s, p90 {c['flow_p90']:.2f} s; "
+                  f"vip serve + index CPU {c['cpu_ms']:.0f} ms/payout; "
                   f"{c['load']}\n  check: {c['check']}: {verdict(c)}", flush=True)
     served = {}
     if args.events:
