@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.support.webhooks import PRODUCTION_SECRETS
-from vip.cli import no_networks_error
+from vip.cli.service import no_networks_error
 from vip.config import load_settings
 from vip.devstack.anvil import free_ports
 from vip.devstack.dev import wait_http

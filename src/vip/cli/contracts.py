@@ -22,38 +22,11 @@ from web3 import Web3
 
 from vip.chain import deployment
 from vip.chain.operator import OperatorKeyMissing, load_deployer, load_operator
+from vip.cli.dev_stack import database_url
+from vip.cli.parser import OVERLAY_NAME
 from vip.config import Settings, config_overlay_files
 from vip.store.engine import create_engine
 from vip.store.tables import charges, disbursement_transactions
-
-OVERLAY_NAME = "contracts.toml"
-
-
-def add_contracts_parser(sub) -> argparse.ArgumentParser:
-    parser = sub.add_parser("contracts", help="deploy, verify and rotate the disbursement contract")
-    commands = parser.add_subparsers(dest="contracts_command", required=True)
-    deploy = commands.add_parser("deploy", help="deploy the disbursement contract on a network and write "
-                                                "its address to the overlay")
-    verify = commands.add_parser("verify", help="check that the configured address holds our contract with "
-                                                "our operator")
-    rotate = commands.add_parser("set-operator", help="make another address the contract's operator (the "
-                                                      "owner's key signs)")
-    rotate.add_argument("operator", help="the new operator's address")
-    for command in (deploy, verify, rotate):
-        command.add_argument("--network", required=True, help="a configured network with its RPC URL set")
-    for command in (deploy, rotate):
-        command.add_argument("--overlay", help=f"the TOML overlay to write (default: the file named "
-                                               f"{OVERLAY_NAME} in $VIP_CONFIG)")
-    deploy.add_argument("--operator", help="the operator's address (default: the operator key's)")
-    deploy.add_argument("--owner", help="the owner's address, who may change the operator (default: the "
-                                        "deployer's)")
-    deploy.add_argument("--salt", default=deployment.DEFAULT_SALT,
-                        help="CREATE2 salt text: the same salt, operator and owner give the same address")
-    deploy.add_argument("--no-create2", action="store_true",
-                        help="deploy with a plain CREATE even where the deterministic deployment proxy is")
-    rotate.add_argument("--force", action="store_true",
-                        help="rotate even with transactions of the old operator still in flight")
-    return parser
 
 
 def _fail(message: str) -> int:
@@ -231,3 +204,7 @@ def _toml(table: Mapping, prefix: str = "") -> str:
             body = _toml(value, name)
             out += f"\n[{name}]\n{body}" if any(not isinstance(v, Mapping) for v in value.values()) else body
     return out
+
+
+def cmd_contracts(settings: Settings, args: argparse.Namespace) -> int:
+    return run_contracts_command(settings, database_url(settings), args)

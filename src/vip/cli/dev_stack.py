@@ -8,11 +8,18 @@ import tomllib
 from pathlib import Path
 
 from vip.config import Settings, load_settings
-from vip.devstack.postgres import to_sqlalchemy_url
+from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
 
 DEFAULT_DATA_DIR = Path(".vip-dev")  # in the working directory, like node_modules
 OVERLAYS = ("networks.local.toml", "service.local.toml")  # written by `vip dev` (vip.devstack.dev)
 DEV_API_KEY = "dev-api-key"
+
+
+def database_url(settings: Settings) -> str:
+    """DATABASE_URL when set, else the embedded PostgreSQL in the default data directory."""
+    if settings.database_url:
+        return to_sqlalchemy_url(settings.database_url)
+    return embedded_postgres_url(DEFAULT_DATA_DIR / "pg")
 
 
 def with_dev_stack(settings: Settings, data_dir: Path = DEFAULT_DATA_DIR) -> Settings:

@@ -10,8 +10,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from vip.config import ConfigError
-from vip.devstack.anvil import AnvilNotFound
-from vip.devstack.dev import PortBusy
+from vip.devstack.errors import AnvilNotFound, PortBusy
 
 
 def shown_database(database_url: str | None) -> str:

@@ -5,11 +5,13 @@ signature and is done through the API (POST /v1/funding-wallets)."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
 import sys
 
 from eth_utils import to_checksum_address
 
+from vip.cli.dev_stack import database_url
 from vip.cli.organisations import existing_organisation
 from vip.config import Settings
 from vip.errors import ApiError
@@ -17,19 +19,6 @@ from vip.payments import funding
 from vip.store.engine import create_engine
 
 ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
-
-
-def add_funding_wallets_parser(sub) -> argparse.ArgumentParser:
-    parser = sub.add_parser("funding-wallets", help="funding wallets: list, default, remove")
-    commands = parser.add_subparsers(dest="funding_command", required=True)
-    commands.add_parser("list", help="list the registered funding wallets (* marks the default)") \
-        .add_argument("--org", required=True, help="the organisation's name")
-    for name, what in (("default", "make a registered funding wallet the organisation's default"),
-                       ("remove", "remove a funding wallet no open payment intent names")):
-        command = commands.add_parser(name, help=what)
-        command.add_argument("address", help="the funding wallet's address, any case")
-        command.add_argument("--org", required=True, help="the organisation's name")
-    return parser
 
 
 async def run_funding_wallets_command(_: Settings, database_url: str, args: argparse.Namespace) -> int:
@@ -64,3 +53,7 @@ async def run_funding_wallets_command(_: Settings, database_url: str, args: argp
     finally:
         await engine.dispose()
     return 0
+
+
+def cmd_funding_wallets(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(run_funding_wallets_command(settings, database_url(settings), args))

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 import aiohttp
 import orjson
 
-from vip.cli.api_access import ApiAccess, add_api_arguments, api_access
+from vip.cli.api_access import ApiAccess, api_access
 from vip.config import Settings
 from vip.webhooks.catalogue import EVENT_TYPES
 from vip.webhooks.sender import USER_AGENT, delivery_headers
@@ -34,18 +34,6 @@ class Message:
     event: str
     data: bytes
     id: str | None
-
-
-def add_listen_parser(sub) -> argparse.ArgumentParser:
-    parser = sub.add_parser("listen", help="show the organisation's events live; forward them signed to a "
-                                           "local server")
-    parser.add_argument("--forward-to", metavar="URL", help="POST each event here, signed with the "
-                                                            "session's secret (e.g. http://127.0.0.1:3000/hooks)")
-    parser.add_argument("--events", help="only these event types (comma-separated; default: all)")
-    parser.add_argument("--json", action="store_true",
-                        help="print each event's whole body, one JSON per line")
-    add_api_arguments(parser)
-    return parser
 
 
 async def sse_messages(chunks: AsyncIterator[bytes]) -> AsyncIterator[Message]:

@@ -4,12 +4,15 @@ name, never creating it (a mistyped --org is an error, not a new organisation)."
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.accounts import keys
+from vip.cli.dev_stack import database_url
+from vip.config import Settings
 from vip.store.engine import create_engine
 from vip.store.tables import organisations
 
@@ -22,15 +25,6 @@ async def existing_organisation(conn: AsyncConnection, name: str, command: str) 
         print(f"vip {command}: no organisation named {name!r} (`vip orgs list` shows them; "
               f"`vip orgs create {name}` creates it)", file=sys.stderr)
     return found
-
-
-def add_orgs_parser(sub) -> argparse.ArgumentParser:
-    parser = sub.add_parser("orgs", help="organisations: create, list")
-    commands = parser.add_subparsers(dest="orgs_command", required=True)
-    commands.add_parser("create", help="create an organisation").add_argument("name",
-                                                                              help="its name (unique)")
-    commands.add_parser("list", help="list the organisations")
-    return parser
 
 
 async def run_orgs_command(database_url: str, args: argparse.Namespace) -> int:
@@ -52,3 +46,7 @@ async def run_orgs_command(database_url: str, args: argparse.Namespace) -> int:
     finally:
         await engine.dispose()
     return 0
+
+
+def cmd_orgs(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(run_orgs_command(database_url(settings), args))

@@ -4,19 +4,14 @@ the first key of VIP_TOKEN_KEY, the step between adding a new key to the ring an
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 
+from vip.cli.dev_stack import database_url
 from vip.config import Settings
 from vip.connections import platform_tokens
 from vip.store.engine import create_engine
 from vip.webhooks import store as webhook_store
-
-
-def add_secrets_parser(sub) -> argparse.ArgumentParser:
-    parser = sub.add_parser("secrets", help="stored secrets: re-seal them under the current key")
-    commands = parser.add_subparsers(dest="secrets_command", required=True)
-    commands.add_parser("reseal", help="seal every stored secret again under the first key of VIP_TOKEN_KEY")
-    return parser
 
 
 async def run_secrets_command(settings: Settings, database_url: str, _: argparse.Namespace) -> int:
@@ -40,3 +35,7 @@ async def run_secrets_command(settings: Settings, database_url: str, _: argparse
     print(f"re-sealed under key {cipher.current_id!r}: {hooks.resealed} webhook secret(s) and "
           f"{tokens.resealed} platform token(s); {hooks.current + tokens.current} already were")
     return 0
+
+
+def cmd_secrets(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(run_secrets_command(settings, database_url(settings), args))

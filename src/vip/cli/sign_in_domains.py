@@ -4,30 +4,16 @@ wallet message may name): list, add (or replace a domain's URI prefixes), remove
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from datetime import UTC, datetime
 
+from vip.cli.dev_stack import database_url
 from vip.cli.organisations import existing_organisation
 from vip.config import Settings
 from vip.connections import sign_in_domains
 from vip.errors import ApiError
 from vip.store.engine import create_engine
-
-
-def add_sign_in_domains_parser(sub) -> argparse.ArgumentParser:
-    parser = sub.add_parser("sign-in-domains", help="the sites borrowers sign in on: list, add, remove")
-    commands = parser.add_subparsers(dest="domains_command", required=True)
-    commands.add_parser("list", help="list an organisation's sign-in domains and their URI prefixes") \
-        .add_argument("--org", required=True, help="the organisation's name")
-    add = commands.add_parser("add", help="register a domain (or replace its URI prefixes)")
-    add.add_argument("domain", help="the site's host, with its port if it has one (app.lender.example)")
-    add.add_argument("--uri-prefix", action="append", default=[], dest="uri_prefixes",
-                     help="a URI a message may name starts with this (repeatable; default https://<domain>/)")
-    add.add_argument("--org", required=True, help="the organisation's name")
-    remove = commands.add_parser("remove", help="remove a domain: messages naming it are refused")
-    remove.add_argument("domain", help="the domain as registered (app.lender.example)")
-    remove.add_argument("--org", required=True, help="the organisation's name")
-    return parser
 
 
 async def run_sign_in_domains_command(_: Settings, database_url: str, args: argparse.Namespace) -> int:
@@ -56,3 +42,7 @@ async def run_sign_in_domains_command(_: Settings, database_url: str, args: argp
     finally:
         await engine.dispose()
     return 0
+
+
+def cmd_sign_in_domains(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(run_sign_in_domains_command(settings, database_url(settings), args))

@@ -6,31 +6,15 @@ history)."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import getpass
 import sys
 
+from vip.cli.dev_stack import database_url
 from vip.cli.organisations import existing_organisation
+from vip.config import Settings
 from vip.dashboard import staff
 from vip.store.engine import create_engine
-
-
-def add_staff_parser(sub) -> argparse.ArgumentParser:
-    parser = sub.add_parser("staff", help="dashboard staff of an organisation: add, list, remove")
-    commands = parser.add_subparsers(dest="staff_command", required=True)
-    add = commands.add_parser("add", help="add a member who signs in to the dashboard")
-    add.add_argument("--org", required=True, help="the organisation's name (it must exist)")
-    add.add_argument("--email", required=True, help="the member's email (unique in the organisation)")
-    add.add_argument("--role", required=True, choices=staff.ROLES,
-                     help="admin: keys, webhooks, audit log and every page; analyst: borrowers; "
-                          "operator: networks")
-    add.add_argument("--password-stdin", action="store_true",
-                     help="read the password from standard input instead of asking for it")
-    commands.add_parser("list", help="list the organisation's members").add_argument(
-        "--org", required=True, help="the organisation's name")
-    remove = commands.add_parser("remove", help="remove a member (their sessions end at once)")
-    remove.add_argument("--org", required=True, help="the organisation's name")
-    remove.add_argument("--email", required=True, help="the member's email")
-    return parser
 
 
 def _password(args: argparse.Namespace) -> str | None:
@@ -82,3 +66,7 @@ async def run_staff_command(database_url: str, args: argparse.Namespace) -> int:
     finally:
         await engine.dispose()
     return 0
+
+
+def cmd_staff(settings: Settings, args: argparse.Namespace) -> int:
+    return asyncio.run(run_staff_command(database_url(settings), args))

@@ -7,17 +7,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vip.cli.api_access import add_api_arguments, api_access
+from vip.cli.api_access import api_access
 from vip.client import VipClient
 from vip.config import Settings
 from vip.webhooks.catalogue import EVENT_TYPES
-
-
-def add_trigger_parser(sub) -> argparse.ArgumentParser:
-    parser = sub.add_parser("trigger", help="fire a test event of a type (a sample object, data.test true)")
-    parser.add_argument("event_type", metavar="EVENT_TYPE", help=f"one of: {', '.join(EVENT_TYPES)}")
-    add_api_arguments(parser)
-    return parser
 
 
 def run_trigger(settings: Settings, args: argparse.Namespace) -> int:

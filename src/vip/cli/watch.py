@@ -9,6 +9,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from vip.cli.dev_stack import database_url
 from vip.config import Settings
 from vip.formats import address_in
 from vip.indexer import store
@@ -17,25 +18,6 @@ from vip.store.engine import create_engine
 
 class WatchInputError(ValueError):
     """`vip watch` was given something that is not an address (nothing is written)."""
-
-
-def add_watch_parser(sub) -> argparse.ArgumentParser:
-    watch: argparse.ArgumentParser = sub.add_parser(
-        "watch", help="add addresses to a network's watch set (backfilled)")
-    watch.add_argument("network", help="a configured network (ethereum, polygon, base, arbitrum, local...)")
-    watch.add_argument("address", nargs="*", help="0x addresses: lower-case, upper-case or checksummed")
-    watch.add_argument("--file", metavar="PATH",
-                       help="also read addresses from PATH, one a line, `#` comments allowed (- for standard "
-                            "input); any number, written in one transaction")
-    watch.add_argument("--reason", default="wallet", choices=["wallet", "counterparty", "spender"],
-                       help="why it is watched (a counterparty is followed for fraud tracing)")
-    start = watch.add_mutually_exclusive_group()
-    start.add_argument("--start-block", type=int,
-                       help="backfill from this block (default: the network's start block)")
-    start.add_argument("--start-time",
-                       help="ISO 8601 (UTC unless it names a zone); the history starts at the first block of "
-                            "that hour (decision 232)")
-    return watch
 
 
 def read_watch_addresses(args: argparse.Namespace) -> list[str]:
@@ -91,3 +73,7 @@ def run_watch_command(settings: Settings, database_url: str, args: argparse.Name
     else:
         print(f"watching {added:,} new addresses on {args.network} ({unique - added:,} already watched)")
     return 0
+
+
+def cmd_watch(settings: Settings, args: argparse.Namespace) -> int:
+    return run_watch_command(settings, database_url(settings), args)

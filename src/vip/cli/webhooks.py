@@ -3,46 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from datetime import UTC, datetime, timedelta
 
 from vip.accounts import keys
+from vip.cli.dev_stack import database_url, with_dev_stack
 from vip.cli.organisations import existing_organisation
 from vip.config import Settings
 from vip.store.engine import create_engine
 from vip.webhooks import events, store
 from vip.webhooks.catalogue import ALL, normalise_event_types
 from vip.webhooks.urls import check_endpoint_host, check_endpoint_url
-
-
-def add_webhooks_parser(sub) -> argparse.ArgumentParser:
-    parser = sub.add_parser("webhooks", help="webhook endpoints and events of an organisation")
-    commands = parser.add_subparsers(dest="webhooks_command", required=True)
-    create = commands.add_parser("create", help="register an endpoint; prints its signing secret once")
-    create.add_argument("--org", required=True, help="the organisation's name")
-    create.add_argument("--url", required=True,
-                        help="https URL that receives the events (http on loopback in development)")
-    create.add_argument("--event-types", default=ALL, help="comma-separated event types, or * for all")
-    create.add_argument("--description", help="what the endpoint is for (shown in listings)")
-    commands.add_parser("list", help="list the endpoints").add_argument("--org", required=True,
-                                                                        help="the organisation's name")
-    for name, what in (("delete", "stop delivering to an endpoint"),
-                       ("enable", "deliver again to an endpoint disabled for failing"),
-                       ("rotate-secret", "issue a new secret; the old one signs during the overlap")):
-        command = commands.add_parser(name, help=what)
-        command.add_argument("endpoint_id", help="the endpoint's id (whe_...), as `vip webhooks list` shows")
-        command.add_argument("--org", required=True, help="the organisation's name")
-    listing = commands.add_parser("events", help="recent events with their delivery status")
-    listing.add_argument("--org", required=True, help="the organisation's name")
-    listing.add_argument("--type", help="only events of this type")
-    listing.add_argument("--status", choices=events.DELIVERY_STATUSES,
-                         help="only events whose delivery is in this state")
-    listing.add_argument("--limit", type=int, default=20, help="how many of the newest events")
-    replay = commands.add_parser("replay", help="deliver an event again")
-    replay.add_argument("event_id", help="the event's id (evt_...)")
-    replay.add_argument("--org", required=True, help="the organisation's name")
-    replay.add_argument("--endpoint", help="only to this endpoint id (default: every subscribed endpoint)")
-    return parser
 
 
 def _types(endpoint: store.Endpoint) -> str:
@@ -122,3 +94,9 @@ async def run_webhooks_command(settings: Settings, database_url: str, args: argp
 def _missing(message: str) -> int:
     print(message, file=sys.stderr)
     return 1
+
+
+def cmd_webhooks(settings: Settings, args: argparse.Namespace) -> int:
+    # In a `vip dev` checkout the stack's overlays apply (local development: http endpoint URLs).
+    settings = with_dev_stack(settings)
+    return asyncio.run(run_webhooks_command(settings, database_url(settings), args))

@@ -66,6 +66,7 @@ async def _prune_sessions(app: web.Application) -> None:
 
 
 async def _housekeeping(app: web.Application) -> AsyncIterator[None]:
+    await asyncio.to_thread(staff_store.unknown_email_hash)  # before the first sign-in, not during it
     task = asyncio.create_task(_prune_sessions(app))
     yield
     task.cancel()

@@ -269,6 +269,20 @@ async def _with_previews(conn: AsyncConnection, settings: Settings, rows: list[B
     return out, previews
 
 
+def _count(organisation_id: str, filters: ListFilters, rows_q: Any) -> Select[Any]:
+    """How many borrowers match. Without a filter on the latest VIP or its score, the organisation's users
+    (matching the search) are counted straight from `users`: the LATERAL of every user's latest VIP would
+    cost one index lookup per borrower (100,000 at a lender's scale) on every page."""
+    if filters.status or filters.recommendation or filters.flagged or filters.vip_from or filters.vip_to:
+        return select(func.count()).select_from(rows_q)
+    conditions = [users.c.organisation_id == organisation_id]
+    if filters.q:
+        pattern = _like(filters.q)
+        conditions.append(or_(users.c.id.ilike(pattern, escape="\\"),
+                              users.c.external_id.ilike(pattern, escape="\\")))
+    return select(func.count()).select_from(users).where(*conditions)
+
+
 async def borrower_page(engine: AsyncEngine, settings: Settings, organisation_id: str, filters: ListFilters,
                         cursor: str | None, limit: int = PAGE_SIZE) -> BorrowerPage:
     """A page of the organisation's borrowers matching `filters`, in the filters' order, after `cursor`."""
@@ -283,7 +297,7 @@ async def borrower_page(engine: AsyncEngine, settings: Settings, organisation_id
     order = (r.sort_value.asc(), r.id.asc()) if ascending else (r.sort_value.desc(), r.id.desc())
     async with engine.connect() as conn:
         found = list(await conn.execute(query.order_by(*order).limit(limit + 1)))
-        total = await conn.scalar(select(func.count()).select_from(rows_q)) or 0
+        total = await conn.scalar(_count(organisation_id, filters, rows_q)) or 0
         rows, previews = await _with_previews(conn, settings, [_row(x) for x in found[:limit]])
     next_cursor = (_encode_cursor(filters.sort, found[limit - 1].sort_value, found[limit - 1].id)
                    if len(found) > limit else None)

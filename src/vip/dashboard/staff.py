@@ -8,6 +8,7 @@ token. Times are the database's wall clock (never a test clock's chain time)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import secrets
 from dataclasses import dataclass
@@ -38,8 +39,14 @@ PASSWORD_LIMIT_PER_MEMBER = 10
 PASSWORD_LIMIT_PER_CLIENT = 30
 
 _hasher = PasswordHasher()
-# Checked against when no member has the email, so that an unknown email costs what a known one does.
-_NOBODY = _hasher.hash(secrets.token_urlsafe(24))
+
+
+@functools.cache
+def unknown_email_hash() -> str:
+    """A hash no password matches, checked against when no member has the email, so that an unknown email
+    costs what a known one does. Made once, by the dashboard's start-up (vip.dashboard.app), not at import:
+    every `vip` command and every test process imports this module, few of them sign anyone in."""
+    return _hasher.hash(secrets.token_urlsafe(24))
 
 
 @dataclass(frozen=True)
@@ -230,7 +237,7 @@ async def check_credentials(conn: AsyncConnection, organisation_name: str, email
     if len(password) > MAX_PASSWORD_LENGTH:
         return None
     if row is None:
-        await _verify(_NOBODY, password)
+        await _verify(await asyncio.to_thread(unknown_email_hash), password)
         return None
     return _identity(row) if await _verify(row.password_hash, password) else None
 

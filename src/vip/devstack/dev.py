@@ -28,6 +28,7 @@ from vip.devstack.anvil import AnvilNode, saved_head_timestamp, start_anvil
 from vip.devstack.console import vip_console_script
 from vip.devstack.demo import demo_calls, demo_outcome, seed_demo
 from vip.devstack.deploy import LocalContracts, deploy_local_contracts
+from vip.devstack.errors import PortBusy
 from vip.devstack.postgres import embedded_postgres_url, to_sqlalchemy_url
 from vip.devstack.provider import ProviderStandIn
 from vip.personas.catalogue import PERSONAS
@@ -342,10 +343,6 @@ def reset_data_dir(data_dir: Path, configured_database_url: str | None) -> None:
     if data_dir.exists():
         shutil.rmtree(data_dir)
         print(f"reset: removed {data_dir}", flush=True)
-
-
-class PortBusy(OSError):
-    """A port `vip dev` needs is taken; the message names the option that moves it."""
 
 
 def refuse_busy_ports(ports: dict[str, int]) -> None:

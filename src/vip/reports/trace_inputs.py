@@ -70,15 +70,16 @@ class TraceCollector:
                 return FETCHING
             if await inputs.pending_backfills(conn, network, mine):
                 return WAITING
-        own, wanted, fetched, capped = await self._collect(conn, wallets, finals, since)
+        own, wanted, fetched, capped, settled = await self._collect(conn, wallets, finals, since)
         ready = await self._trace_ready(conn, wanted, since, fetch_requested_at, mark_fetch_requested, bound)
         if ready is not True and ready != TIMED_OUT:
             return ready
-        if ready is True:
-            # The histories above were read before the backfills were seen finished, and one may have
-            # committed in between: read them again, now that each is complete, and go round once more
-            # if the money leads to an address not fetched yet.
-            own, again, fetched, capped = await self._collect(conn, wallets, finals, since)
+        if ready is True and not settled:
+            # Some history above was read before its backfill was seen finished, and the backfill may have
+            # committed in between: read them again, now that each is complete, and go round once more if
+            # the money leads to an address not fetched yet. (When every address's history was complete
+            # before it was read, a second read would find the same rows: it is skipped.)
+            own, again, fetched, capped, _ = await self._collect(conn, wallets, finals, since)
             if any(set(addresses) - set(wanted.get(network, [])) for network, addresses in again.items()):
                 return FETCHING
         transfers: list[Transfer] = []
@@ -95,29 +96,33 @@ class TraceCollector:
 
     async def _collect(self, conn: AsyncConnection, wallets: list[Wallet], finals: dict[str, int],
                        since: datetime) -> tuple[dict[str, list[Transfer]], dict[str, list[str]],
-                                                 dict[str, list[Transfer]], set[str]]:
+                                                 dict[str, list[Transfer]], set[str], bool]:
         """Per network: the wallets' own transfers, the addresses the trace wants, their transfers indexed
-        now; and the networks where the cap cut the trace."""
+        now; the networks where the cap cut the trace; and whether every address's history was complete
+        from `since` before it was read (the wallets' is: `gather` waits for their backfills first)."""
         own: dict[str, list[Transfer]] = {}
         wanted: dict[str, list[str]] = {}
         fetched: dict[str, list[Transfer]] = {}
         capped: set[str] = set()
+        settled = True
         for network in sorted({w.network for w in wallets}):
             if network not in finals:
                 continue
             home = {w.address for w in wallets if w.network == network}
             own[network] = await inputs.transfers_touching(conn, network, sorted(home), since,
                                                            finals[network])
-            wanted[network], fetched[network], hit = await self._trace_frontier(
+            wanted[network], fetched[network], hit, complete = await self._trace_frontier(
                 conn, network, home, own[network], since, finals[network])
             if hit:
                 capped.add(network)
-        return own, wanted, fetched, capped
+            settled = settled and complete
+        return own, wanted, fetched, capped, settled
 
     async def _trace_frontier(self, conn: AsyncConnection, network: str, home: set[str], own: list[Transfer],
-                              since: datetime, final: int) -> tuple[list[str], list[Transfer], bool]:
-        """The addresses the funding trace needs fetched, the transfers of them indexed now, and whether
-        the `max_addresses` cap cut the list. Level by level, as far as what is indexed now shows: the
+                              since: datetime, final: int) -> tuple[list[str], list[Transfer], bool, bool]:
+        """The addresses the funding trace needs fetched, the transfers of them indexed now, whether the
+        `max_addresses` cap cut the list, and whether each address's history from `since` was complete
+        (backfilled) before it was read. Level by level, as far as what is indexed now shows: the
         payers into the wallets; then, in each payer's history, the senders of the inflows that funded
         those payments (the trace's own last-in-first-out attribution: a busy payer adds only the few
         senders whose money reached it last before it paid the user, not its thousands), and so on
@@ -127,7 +132,7 @@ class TraceCollector:
         fetched: list[Transfer] = []
         excluded = set(home) | {ZERO_ADDRESS}
         payments = [t for t in own if t.to_address in home and t.from_address not in excluded]
-        capped = False
+        capped, complete = False, True
         for hop in range(1, trace.max_hops + 1):
             level = inputs.payers(payments, {t.to_address for t in payments}, excluded)
             room = trace.max_addresses - len(wanted)
@@ -137,6 +142,7 @@ class TraceCollector:
                 break
             wanted += level
             excluded |= set(level)
+            complete = complete and await inputs.backfilled(conn, network, level, since) == set(level)
             fetched += await inputs.transfers_touching(conn, network, level, since, final)
             if hop == trace.max_hops:
                 break
@@ -158,7 +164,7 @@ class TraceCollector:
                     if inflow.from_address not in home:
                         following[inflow.key] = inflow
             payments = list(following.values())
-        return wanted, fetched, capped
+        return wanted, fetched, capped, complete
 
     async def _trace_ready(self, conn: AsyncConnection, wanted: dict[str, list[str]], since: datetime,
                            fetch_requested_at: datetime | None,

@@ -1,17 +1,22 @@
-"""Database engine creation and Alembic migrations."""
+"""Database engine creation and Alembic migrations.
+
+Alembic is imported when a migration runs, not with this module: every `vip` command that reads or writes
+the database imports this module, and only the daemons, `vip migrate` and the tests' templates migrate."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import simplejson
-from alembic import command
-from alembic.config import Config
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from vip.resources import migrations_dir
 from vip.store import transaction_guard
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = migrations_dir()
 
@@ -42,6 +47,8 @@ async def autocommit_connection(engine: AsyncEngine) -> AsyncIterator[AsyncConne
 
 
 def alembic_config(url: str) -> Config:
+    from alembic.config import Config  # imported lazily: see the module's docstring
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     # NOTE: ConfigParser interpolation treats % specially; a password may contain one.
@@ -51,4 +58,6 @@ def alembic_config(url: str) -> Config:
 
 def migrate(url: str, revision: str = "head") -> None:
     """Bring the schema to `revision` (idempotent; safe to run from several processes in turn)."""
+    from alembic import command  # imported lazily: see the module's docstring
+
     command.upgrade(alembic_config(url), revision)

@@ -212,6 +212,8 @@ users = Table(
     Column("test_clock_id", Text, ForeignKey("test_clocks.id")),
     Index(None, "organisation_id", "external_id", unique=True,
           postgresql_where=text("external_id IS NOT NULL")),
+    # The dashboard's borrowers list, newest first: a page is an index range (migration 0027).
+    Index(None, "organisation_id", "created_at", "id"),
 )
 
 test_clocks = Table(

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import aiohttp
 import structlog
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip import metrics
+
+if TYPE_CHECKING:
+    import aiohttp
 
 log = structlog.get_logger(__name__)
 
@@ -105,6 +107,8 @@ async def _on_request_start(session: aiohttp.ClientSession, context: object,
 
 def http_trace() -> aiohttp.TraceConfig:
     """A trace config that checks every request of an aiohttp session (`trace_configs=[http_trace()]`)."""
+    import aiohttp  # imported lazily: a process that only reads the database (a `vip` command) needs none
+
     trace = aiohttp.TraceConfig()
     trace.on_request_start.append(_on_request_start)
     return trace
