@@ -97,8 +97,9 @@ def settings_for(rpc_url: str, contracts, operator_key: str, api_port: int) -> S
                                         poll_interval_s=0.05))
 
 
-async def seed(url: str, count: int) -> tuple[str, list[tuple[str, str]]]:
-    """An API key and `count` (user id, checksummed recipient wallet) pairs with active connections."""
+async def seed(url: str, count: int, network: str = "local") -> tuple[str, list[tuple[str, str]]]:
+    """An API key and `count` (user id, checksummed recipient wallet) pairs with active connections on
+    `network`."""
     engine = create_engine(url, pool_size=2)
     now = datetime.now(UTC)
     pairs = []
@@ -110,10 +111,10 @@ async def seed(url: str, count: int) -> tuple[str, list[tuple[str, str]]]:
             await conn.execute(users.insert().values(id=user_id, organisation_id=org, created_at=now))
             await conn.execute(connections.insert().values(
                 id=con_id, organisation_id=org, user_id=user_id, type="wallet", provider="bench",
-                identifier=wallet.lower(), network="local", status="active", created_at=now))
+                identifier=wallet.lower(), network=network, status="active", created_at=now))
             await conn.execute(wallets.insert().values(
                 id=new_id("wal"), organisation_id=org, user_id=user_id, connection_id=con_id,
-                address=wallet.lower(), network="local", created_at=now))
+                address=wallet.lower(), network=network, created_at=now))
             pairs.append((user_id, wallet))
     await engine.dispose()
     return secret, pairs
@@ -133,11 +134,11 @@ async def miner(session, url: str, interval: float, stop: asyncio.Event) -> None
         await asyncio.sleep(interval)
 
 
-async def register_funding_wallet(http, base: str, secret: str, account) -> None:
+async def register_funding_wallet(http, base: str, secret: str, account, network: str = "local") -> None:
     """The wallet signs the registration message the service issues for the bench's organisation."""
     headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
     async with http.post(f"{base}/v1/funding-wallets/nonce", headers=headers,
-                         data=dumps({"address": account.address, "network": "local"})) as resp:
+                         data=dumps({"address": account.address, "network": network})) as resp:
         assert resp.status == 201, await resp.text()
         challenge = await resp.json()
     signature = account.sign_message(encode_defunct(text=challenge["message"])).signature.hex()
@@ -148,11 +149,11 @@ async def register_funding_wallet(http, base: str, secret: str, account) -> None
 
 
 async def payout(http, session, base: str, rpc_url: str, secret: str, user_id: str, wallet: str, lender: str,
-                 amount_usd: Decimal) -> tuple[float, float, dict]:
+                 amount_usd: Decimal, network: str = "local") -> tuple[float, float, dict]:
     headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
     started = time.perf_counter()
     async with http.post(f"{base}/v1/payment-intents", headers=headers, data=dumps({
-            "user_id": user_id, "amount_usd": amount_usd, "token": "USDC", "network": "local",
+            "user_id": user_id, "amount_usd": amount_usd, "token": "USDC", "network": network,
             "recipient_wallet": wallet, "funding_wallet": lender})) as resp:
         assert resp.status == 201, await resp.text()
         intent = (await resp.json())["payment_intent"]
@@ -177,6 +178,32 @@ async def payout(http, session, base: str, rpc_url: str, secret: str, user_id: s
             charge = (await resp.json())["charge"]
     assert charge["status"] == "succeeded", charge
     return time.perf_counter() - started, charge_s, intent
+
+
+def paid_exactly_once(node, w3, contracts, results: list[tuple[float, float, dict]],
+                      pairs: list[tuple[str, str]], amounts: list[Decimal],
+                      lenders: list[str]) -> tuple[int, int]:
+    """Checks each paid intent on chain: one Disbursed log for its id, its recipient holding exactly its
+    amount, its lender down by exactly it (funded with twice the amount). Prints each intent that is not;
+    returns (how many are not, Disbursed logs of the contract)."""
+    failures = 0
+    logs = node.call("eth_getLogs", [{"address": contracts.disbursement, "fromBlock": "0x0",
+                                      "toBlock": "latest", "topics": [DISBURSED_TOPIC]}])
+    by_intent: dict[str, int] = {}
+    for lg in logs:
+        by_intent[lg["topics"][1].lower()] = by_intent.get(lg["topics"][1].lower(), 0) + 1
+    for i, (_, _, intent) in enumerate(results):
+        index = next(j for j, (u, _) in enumerate(pairs) if u == intent["user_id"])
+        expected = int(amounts[index] * 10**6)
+        paid = w3.eth.call({"to": contracts.usdc, "data": "0x" + (BALANCE_OF + encode(
+            ["address"], [pairs[index][1]])).hex()})
+        left = w3.eth.call({"to": contracts.usdc, "data": "0x" + (BALANCE_OF + encode(
+            ["address"], [lenders[index]])).hex()})
+        if (by_intent.get(chain_intent_id(intent["id"]), 0) != 1 or int(paid.hex(), 16) != expected
+                or int(left.hex(), 16) != expected):
+            failures += 1
+            print(f"  NOT PAID EXACTLY ONCE: intent {intent['id']} (#{i})")
+    return failures, len(logs)
 
 
 async def run(args, url: str) -> int:
@@ -240,33 +267,17 @@ async def run(args, url: str) -> int:
               f"p90 {percentile(charge_calls, 90) * 1000:.0f} ms, max {max(charge_calls) * 1000:.0f} ms")
 
         # Exactly once, on chain and in the database.
-        failures = 0
-        logs = node.call("eth_getLogs", [{"address": contracts.disbursement, "fromBlock": "0x0",
-                                          "toBlock": "latest", "topics": [DISBURSED_TOPIC]}])
-        by_intent: dict[str, int] = {}
-        for lg in logs:
-            by_intent[lg["topics"][1].lower()] = by_intent.get(lg["topics"][1].lower(), 0) + 1
-        for (_, _, intent), i in zip(results, range(len(results)), strict=True):
-            index = next(j for j, (u, _) in enumerate(pairs) if u == intent["user_id"])
-            expected = int(amounts[index] * 10**6)
-            paid = w3.eth.call({"to": contracts.usdc, "data": "0x" + (BALANCE_OF + encode(
-                ["address"], [pairs[index][1]])).hex()})
-            left = w3.eth.call({"to": contracts.usdc, "data": "0x" + (BALANCE_OF + encode(
-                ["address"], [lenders[index]])).hex()})
-            if (by_intent.get(chain_intent_id(intent["id"]), 0) != 1 or int(paid.hex(), 16) != expected
-                    or int(left.hex(), 16) != expected):
-                failures += 1
-                print(f"  NOT PAID EXACTLY ONCE: intent {intent['id']} (#{i})")
+        failures, logs = paid_exactly_once(node, w3, contracts, results, pairs, amounts, lenders)
         engine = create_engine(url, pool_size=1)
         async with engine.connect() as conn:
             succeeded = await conn.scalar(select(func.count()).select_from(charges).where(
                 charges.c.status == "succeeded"))
         await engine.dispose()
         nonce_used = w3.eth.get_transaction_count(operator) - nonce_before
-        ok = failures == 0 and len(logs) == args.intents and succeeded == args.intents \
+        ok = failures == 0 and logs == args.intents and succeeded == args.intents \
             and nonce_used == args.intents
         verdict = "exactly once" if ok else "FAILED"
-        print(f"  check       {len(logs)} Disbursed logs, {succeeded} charges succeeded, "
+        print(f"  check       {logs} Disbursed logs, {succeeded} charges succeeded, "
               f"{nonce_used} operator transactions for {args.intents} intents: {verdict}")
         return 0 if ok else 1
     finally:

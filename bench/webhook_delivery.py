@@ -44,6 +44,10 @@ from vip.store.outbox import record_event
 from vip.token_cipher import TokenCipher
 from vip.webhooks import store
 
+# The receiver is plain http on loopback: a development set-up, so one network is marked local (it has no
+# RPC URL: nothing is followed), else the daemon refuses `webhooks.allow_http` as production would.
+DEVELOPMENT = "\n[networks.ethereum]\nlocal = true\n"
+
 
 class FastReceiver:
     def __init__(self) -> None:
@@ -112,7 +116,7 @@ async def run(args: argparse.Namespace) -> None:
             await commit(i)
         config = db.tmp / "daemon.toml"
         config.write_text(f"[daemon]\nmetrics_port = {free_port()}\n\n[webhooks]\nallow_http = true\n"
-                          f"poll_interval_s = {args.poll_interval}\n")
+                          f"poll_interval_s = {args.poll_interval}\n" + DEVELOPMENT)
         env = {k: v for k, v in os.environ.items() if not k.startswith("VIP_RPC_")}
         env.update({"DATABASE_URL": db.url, "VIP_CONFIG": str(config), "VIP_LOG_FORMAT": "json",
                     "VIP_TOKEN_KEY": token_key, "VIP_STATE_SECRET": secrets.token_urlsafe(32)})
