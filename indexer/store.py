@@ -86,9 +86,13 @@ async def stored_chain_id(conn: AsyncConnection, network: str) -> int | None:
 async def set_final_block(conn: AsyncConnection, network: str, final: int) -> None:
     """Raise the network's final block to `final`, never above the cursor and never back down (a lagging
     node's older `finalized` must not undo what another node already finalized; only a reorg lowers it)."""
-    kept = func.greatest(func.coalesce(chain_cursors.c.final_block, final), final)
     await conn.execute(update(chain_cursors).where(chain_cursors.c.network == network).values(
-        final_block=func.least(chain_cursors.c.block_number, kept)))
+        final_block=_raised_final(chain_cursors.c.block_number, final)))
+
+
+def _raised_final(cursor_block: Any, final: int) -> Any:
+    """The final block raised to `final`, never back down and never above `cursor_block`."""
+    return func.least(cursor_block, func.greatest(func.coalesce(chain_cursors.c.final_block, final), final))
 
 
 async def final_block(conn: AsyncConnection, network: NetworkConfig) -> int | None:
@@ -107,9 +111,14 @@ async def final_blocks(conn: AsyncConnection, networks: Iterable[NetworkConfig])
             else r.block_number - configs[r.network].finality_depth for r in rows}
 
 
-async def _set_cursor(conn: AsyncConnection, network: str, cursor: Cursor) -> None:
-    await conn.execute(update(chain_cursors).where(chain_cursors.c.network == network).values(
-        block_number=cursor.block_number, block_hash=cursor.block_hash, updated_at=func.now()))
+async def _set_cursor(conn: AsyncConnection, network: str, cursor: Cursor, final: int | None = None) -> None:
+    """Move the cursor; with `final`, raise the final block in the same statement (set_final_block's rule
+    against the new cursor)."""
+    values: dict[str, Any] = {"block_number": cursor.block_number, "block_hash": cursor.block_hash,
+                              "updated_at": func.now()}
+    if final is not None:
+        values["final_block"] = _raised_final(cursor.block_number, final)
+    await conn.execute(update(chain_cursors).where(chain_cursors.c.network == network).values(**values))
 
 
 # --- logs ----------------------------------------------------------------------------------------------
@@ -141,18 +150,19 @@ def copy_text(network: str, logs: Sequence[TokenLog], symbols: dict[str, str],
 
 async def insert_logs(conn: AsyncConnection, network: str, logs: Sequence[TokenLog],
                       symbols: dict[str, str], timestamps: dict[int, int], *,
-                      direct: bool = False) -> tuple[int, int]:
+                      direct: bool = False, texts: dict[str, bytes] | None = None) -> tuple[int, int]:
     """Write logs; return (transfers, approvals) newly stored.
 
     `direct`: the caller knows none of these rows can exist (the live follower writes only above its
     cursor), so they are COPYed straight into the tables; a row that exists after all raises
     `psycopg.errors.UniqueViolation` and the caller retries its transaction without `direct`.
     Otherwise the rows are COPYed into a temporary staging table and inserted from it with
-    ON CONFLICT DO NOTHING on their natural key.
+    ON CONFLICT DO NOTHING on their natural key. `texts`: the logs' `copy_text`, when already formatted.
     """
     if not logs:
         return 0, 0
-    texts = copy_text(network, logs, symbols, timestamps)
+    if texts is None:
+        texts = copy_text(network, logs, symbols, timestamps)
     # SQLAlchemy types the driver connection loosely; under the psycopg dialect it is psycopg's own.
     pg = cast(psycopg.AsyncConnection[Any], (await conn.get_raw_connection()).driver_connection)
     counts = {"transfer": 0, "approval": 0}
@@ -227,13 +237,16 @@ async def row_blocks_desc(conn: AsyncConnection, network: str, below: int,
 
 async def commit_range(conn: AsyncConnection, network: str, *, logs: Sequence[TokenLog],
                        symbols: dict[str, str], timestamps: dict[int, int], headers: Iterable[BlockHeader],
-                       cursor: Cursor, keep_headers_from: int, direct: bool) -> tuple[int, int]:
-    """Store one indexed range: logs, window headers, the new cursor; prune headers below the window."""
-    counts = await insert_logs(conn, network, logs, symbols, timestamps, direct=direct)
+                       cursor: Cursor, keep_headers_from: int, direct: bool,
+                       texts: dict[str, bytes] | None = None, final: int | None = None) -> tuple[int, int]:
+    """Store one indexed range: logs (`texts`: their COPY text, if already formatted), window headers, the
+    new cursor (and with `final`, the raised final block, as set_final_block); prune headers below the
+    window."""
+    counts = await insert_logs(conn, network, logs, symbols, timestamps, direct=direct, texts=texts)
     await upsert_headers(conn, network, headers)
     await conn.execute(delete(block_headers).where(
         block_headers.c.network == network, block_headers.c.block_number < keep_headers_from))
-    await _set_cursor(conn, network, cursor)
+    await _set_cursor(conn, network, cursor, final)
     return counts
 
 
