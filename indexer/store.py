@@ -86,13 +86,9 @@ async def stored_chain_id(conn: AsyncConnection, network: str) -> int | None:
 async def set_final_block(conn: AsyncConnection, network: str, final: int) -> None:
     """Raise the network's final block to `final`, never above the cursor and never back down (a lagging
     node's older `finalized` must not undo what another node already finalized; only a reorg lowers it)."""
+    kept = func.greatest(func.coalesce(chain_cursors.c.final_block, final), final)
     await conn.execute(update(chain_cursors).where(chain_cursors.c.network == network).values(
-        final_block=_raised_final(chain_cursors.c.block_number, final)))
-
-
-def _raised_final(cursor_block: Any, final: int) -> Any:
-    """The final block raised to `final`, never back down and never above `cursor_block`."""
-    return func.least(cursor_block, func.greatest(func.coalesce(chain_cursors.c.final_block, final), final))
+        final_block=func.least(chain_cursors.c.block_number, kept)))
 
 
 async def final_block(conn: AsyncConnection, network: NetworkConfig) -> int | None:
@@ -111,14 +107,9 @@ async def final_blocks(conn: AsyncConnection, networks: Iterable[NetworkConfig])
             else r.block_number - configs[r.network].finality_depth for r in rows}
 
 
-async def _set_cursor(conn: AsyncConnection, network: str, cursor: Cursor, final: int | None = None) -> None:
-    """Move the cursor; with `final`, raise the final block in the same statement (set_final_block's rule
-    against the new cursor)."""
-    values: dict[str, Any] = {"block_number": cursor.block_number, "block_hash": cursor.block_hash,
-                              "updated_at": func.now()}
-    if final is not None:
-        values["final_block"] = _raised_final(cursor.block_number, final)
-    await conn.execute(update(chain_cursors).where(chain_cursors.c.network == network).values(**values))
+async def _set_cursor(conn: AsyncConnection, network: str, cursor: Cursor) -> None:
+    await conn.execute(update(chain_cursors).where(chain_cursors.c.network == network).values(
+        block_number=cursor.block_number, block_hash=cursor.block_hash, updated_at=func.now()))
 
 
 # --- logs ----------------------------------------------------------------------------------------------
@@ -235,18 +226,41 @@ async def row_blocks_desc(conn: AsyncConnection, network: str, below: int,
 
 # --- batch commit and rollback -------------------------------------------------------------------------
 
+# The headers of a range, the prune below the header window and the cursor in one statement (one round
+# trip under the cursor lock). The pruned rows and the inserted ones never meet: only headers at or above
+# the window's start are inserted.
+_FINISH_RANGE = """
+WITH upserted AS (
+  INSERT INTO block_headers (network, block_number, block_hash, parent_hash, block_timestamp)
+  SELECT :network, u.n, u.h, u.p, to_timestamp(u.t)
+  FROM unnest(CAST(:numbers AS bigint[]), CAST(:hashes AS text[]), CAST(:parents AS text[]),
+              CAST(:stamps AS bigint[])) AS u(n, h, p, t)
+  ON CONFLICT (network, block_number) DO UPDATE SET block_hash = EXCLUDED.block_hash,
+    parent_hash = EXCLUDED.parent_hash, block_timestamp = EXCLUDED.block_timestamp
+), pruned AS (
+  DELETE FROM block_headers WHERE network = :network AND block_number < :keep_from
+)
+UPDATE chain_cursors SET block_number = :block, block_hash = :hash, updated_at = now(),
+  final_block = CASE WHEN CAST(:final AS bigint) IS NULL THEN final_block
+                     ELSE least(:block, greatest(coalesce(final_block, :final), :final)) END
+WHERE network = :network
+"""
+
+
 async def commit_range(conn: AsyncConnection, network: str, *, logs: Sequence[TokenLog],
                        symbols: dict[str, str], timestamps: dict[int, int], headers: Iterable[BlockHeader],
                        cursor: Cursor, keep_headers_from: int, direct: bool,
                        texts: dict[str, bytes] | None = None, final: int | None = None) -> tuple[int, int]:
-    """Store one indexed range: logs (`texts`: their COPY text, if already formatted), window headers, the
-    new cursor (and with `final`, the raised final block, as set_final_block); prune headers below the
-    window."""
+    """Store one indexed range: logs (`texts`: their COPY text, if already formatted), the headers at or
+    above `keep_headers_from` and none below it, the new cursor (and with `final`, the final block raised
+    as set_final_block does, against the new cursor)."""
     counts = await insert_logs(conn, network, logs, symbols, timestamps, direct=direct, texts=texts)
-    await upsert_headers(conn, network, headers)
-    await conn.execute(delete(block_headers).where(
-        block_headers.c.network == network, block_headers.c.block_number < keep_headers_from))
-    await _set_cursor(conn, network, cursor, final)
+    kept = [h for h in headers if h.number >= keep_headers_from]
+    await conn.execute(text(_FINISH_RANGE), {
+        "network": network, "numbers": [h.number for h in kept], "hashes": [h.hash for h in kept],
+        "parents": [h.parent_hash for h in kept], "stamps": [h.timestamp for h in kept],
+        "keep_from": keep_headers_from, "block": cursor.block_number, "hash": cursor.block_hash,
+        "final": final})
     return counts
 
 
