@@ -21,7 +21,7 @@ from vip.chain.rpc import (
 from vip.config import NetworkConfig
 from vip.indexer.bloom import BloomQuery
 from vip.indexer.completeness import LogsBatch, blocks_of, doubted, plan_batches
-from vip.indexer.decode import BlockHeader, TokenLog, address_topic, parse_header, parse_token_log
+from vip.indexer.decode import BlockHeader, TokenLog, address_topic, parse_header, parse_token_logs
 from vip.indexer.ranges import AdaptiveRange, next_range
 from vip.indexer.reorg import broken_link, headers_needed
 from vip.indexer.store import copy_text
@@ -89,7 +89,7 @@ def touching(raw: list[dict[str, Any]], keys: frozenset[str]) -> list[dict[str, 
 def decode_logs(batches: list[list[dict[str, Any]]], start: int, end: int) -> list[TokenLog]:
     """Token logs of several eth_getLogs answers, deduplicated (on transaction and log index) and in chain
     order."""
-    logs = [parsed for raw in batches for parsed in map(parse_token_log, raw) if parsed is not None]
+    logs = [parsed for raw in batches for parsed in parse_token_logs(raw)]
     # What a node sends is already in chain order without repeats: then the list is the answer as it is.
     # It is when (block, log index) strictly rises and no transaction comes back in a later run of logs
     # (a run: one transaction's logs in one block).

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from vip.chain.contracts import APPROVAL_TOPIC, TRANSFER_TOPIC
 from vip.chain.range_errors import block_range_cap, is_range_too_large, suggested_range_size
 from vip.chain.throttle import backoff_delay
-from vip.indexer.decode import BlockHeader, address_topic, parse_header, parse_token_log
+from vip.indexer.decode import BlockHeader, address_topic, parse_header, parse_token_log, parse_token_logs
 from vip.indexer.fetcher import InconsistentResponse, decode_logs
 from vip.indexer.progress import Progress, format_progress
 from vip.indexer.ranges import AdaptiveRange, finalized_block, next_range
@@ -619,3 +619,34 @@ def test_decode_logs_keeps_one_of_a_transaction_repeated_across_blocks():
 def test_decode_logs_refuses_a_log_outside_the_range():
     with pytest.raises(InconsistentResponse):
         decode_logs([[_raw_log(10, 1, 0), _raw_log(15, 2, 0)]], 10, 14)
+
+
+_HEX = st.text("0123456789abcdefABCDEF", min_size=1, max_size=3)
+
+
+@st.composite
+def _answer_log(draw) -> dict:
+    """An eth_getLogs item, mostly a token log, sometimes one parse_token_log leaves out."""
+    def hex_text(digits: int) -> str:
+        return "0x" + draw(st.text("0123456789abcdefABCDEF", min_size=digits, max_size=digits))
+    topic0 = draw(st.sampled_from([TRANSFER_TOPIC, APPROVAL_TOPIC, TRANSFER_TOPIC.upper().replace("0X", "0x"),
+                                   "0x" + "11" * 32]))
+    topics = [topic0, "0x" + "0" * 24 + draw(st.sampled_from(["ab" * 20, "AB" * 20, "0c" * 20])),
+              "0x" + "0" * 24 + draw(st.sampled_from(["cd" * 20, "Cd" * 20]))]
+    topics = topics[:draw(st.sampled_from([3, 3, 3, 2]))]
+    item = {"address": draw(st.sampled_from(["0x" + "Ee" * 20, "0x" + "ee" * 20])), "topics": topics,
+            "data": draw(st.sampled_from([hex_text(64), hex_text(64), hex_text(10), "0x"])),
+            "blockNumber": "0x" + draw(_HEX),
+            "blockHash": draw(st.sampled_from(["0x" + "Aa" * 32, "0x" + "bb" * 32])),
+            "transactionHash": draw(st.sampled_from(["0x" + "Cc" * 32, "0x" + "dd" * 32])),
+            "logIndex": "0x" + draw(_HEX)}
+    if draw(st.booleans()):
+        item["blockTimestamp"] = "0x" + draw(_HEX)
+    if draw(st.integers(0, 9)) == 0:
+        item["removed"] = True
+    return item
+
+
+@given(st.lists(_answer_log(), max_size=30))
+def test_parse_token_logs_is_parse_token_log_over_an_answer(raw):
+    assert parse_token_logs(raw) == [lg for lg in map(parse_token_log, raw) if lg is not None]
