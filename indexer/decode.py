@@ -82,6 +82,53 @@ def parse_token_log(log: dict[str, Any]) -> TokenLog | None:
     )
 
 
+_KINDS = {TRANSFER_TOPIC: "transfer", APPROVAL_TOPIC: "approval"}
+
+
+def parse_token_logs(raw: list[dict[str, Any]]) -> list[TokenLog]:
+    """parse_token_log over one eth_getLogs answer, the Nones left out: the same values, with what the
+    logs of one block, transaction, token or party share converted once (the hot path of every range)."""
+    ints: dict[str, int] = {}
+    lowered: dict[str, str] = {}
+    parties: dict[str, str] = {}
+    result: list[TokenLog] = []
+    append = result.append
+    for log in raw:
+        topics = log.get("topics") or []
+        if log.get("removed") or len(topics) != 3:
+            continue
+        kind = _KINDS.get(topics[0].lower())
+        if kind is None:
+            continue
+        data = log.get("data") or "0x"
+        if len(data) != 66:
+            continue
+        number, index, stamp = log["blockNumber"], log["logIndex"], log.get("blockTimestamp")
+        block_hash, tx_hash, token = log["blockHash"], log["transactionHash"], log["address"]
+        a, b = topics[1], topics[2]
+        if (n := ints.get(number)) is None:
+            n = ints[number] = int(number, 16)
+        if (i := ints.get(index)) is None:
+            i = ints[index] = int(index, 16)
+        if stamp:
+            if (ts := ints.get(stamp)) is None:
+                ts = ints[stamp] = int(stamp, 16)
+        else:
+            ts = None
+        if (bh := lowered.get(block_hash)) is None:
+            bh = lowered[block_hash] = block_hash.lower()
+        if (tx := lowered.get(tx_hash)) is None:
+            tx = lowered[tx_hash] = tx_hash.lower()
+        if (tk := lowered.get(token)) is None:
+            tk = lowered[token] = token.lower()
+        if (pa := parties.get(a)) is None:
+            pa = parties[a] = "0x" + a[-40:].lower()
+        if (pb := parties.get(b)) is None:
+            pb = parties[b] = "0x" + b[-40:].lower()
+        append(TokenLog(kind, tx, i, n, bh, tk, pa, pb, int(data, 16), ts))
+    return result
+
+
 def address_topic(address: str) -> str:
     """An address as a 32-byte topic value."""
     return "0x" + "0" * 24 + address.lower().removeprefix("0x")

@@ -21,9 +21,10 @@ from vip.chain.rpc import (
 from vip.config import NetworkConfig
 from vip.indexer.bloom import BloomQuery
 from vip.indexer.completeness import LogsBatch, blocks_of, doubted, plan_batches
-from vip.indexer.decode import BlockHeader, TokenLog, address_topic, parse_header, parse_token_log
+from vip.indexer.decode import BlockHeader, TokenLog, address_topic, parse_header, parse_token_logs
 from vip.indexer.ranges import AdaptiveRange, next_range
 from vip.indexer.reorg import broken_link, headers_needed
+from vip.indexer.store import copy_text
 
 log = structlog.get_logger(__name__)
 
@@ -50,6 +51,9 @@ class FetchedRange:
     end: int
     logs: list[TokenLog]
     headers: dict[int, BlockHeader]
+    # The logs as COPY text per table (`store.copy_text`), formatted while fetching when asked (`copy`):
+    # the follower's commit then only sends it.
+    copy: dict[str, bytes] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,17 +87,44 @@ def touching(raw: list[dict[str, Any]], keys: frozenset[str]) -> list[dict[str, 
 
 
 def decode_logs(batches: list[list[dict[str, Any]]], start: int, end: int) -> list[TokenLog]:
-    """Token logs of several eth_getLogs answers, deduplicated and in chain order."""
+    """Token logs of several eth_getLogs answers, deduplicated (on transaction and log index) and in chain
+    order."""
+    logs = [parsed for raw in batches for parsed in parse_token_logs(raw)]
+    # What a node sends is already in chain order without repeats: then the list is the answer as it is.
+    # It is when (block, log index) strictly rises and no transaction comes back in a later run of logs
+    # (a run: one transaction's logs in one block).
+    ordered = True
+    previous = (start - 1, -1)
+    run: tuple[int, str] | None = None
+    earlier_runs: set[str] = set()
+    for lg in logs:
+        if not start <= lg.block_number <= end:
+            raise InconsistentResponse("eth_getLogs", f"log of block {lg.block_number} "
+                                       f"outside [{start}, {end}]")
+        if ordered:
+            key = (lg.block_number, lg.log_index)
+            ordered = key > previous
+            previous = key
+            if run is None or run[0] != lg.block_number or run[1] != lg.tx_hash:
+                ordered = ordered and lg.tx_hash not in earlier_runs
+                earlier_runs.add(lg.tx_hash)
+                run = (lg.block_number, lg.tx_hash)
+    if ordered:
+        return logs
     seen: dict[tuple[str, int], TokenLog] = {}
-    for raw in batches:
-        for parsed in map(parse_token_log, raw):
-            if parsed is None:
-                continue
-            if not start <= parsed.block_number <= end:
-                raise InconsistentResponse("eth_getLogs", f"log of block {parsed.block_number} "
-                                           f"outside [{start}, {end}]")
-            seen[(parsed.tx_hash, parsed.log_index)] = parsed
+    for lg in logs:
+        seen[(lg.tx_hash, lg.log_index)] = lg
     return sorted(seen.values(), key=lambda lg: (lg.block_number, lg.log_index))
+
+
+def decode_and_format(batches: list[list[dict[str, Any]]], start: int, end: int, network: str,
+                      symbols: dict[str, str]) -> tuple[list[TokenLog], dict[str, bytes] | None]:
+    """decode_logs, and the logs' COPY text when every log came with its block's timestamp (else None:
+    the text is formatted once the headers are in)."""
+    logs = decode_logs(batches, start, end)
+    if any(lg.block_timestamp is None for lg in logs):
+        return logs, None
+    return logs, copy_text(network, logs, symbols, {})
 
 
 class DoubtedRange(TransientRpcError):
@@ -112,6 +143,7 @@ class LogFetcher:
         self.rpc = rpc
         self.network = network
         self.tokens = [t.address.lower() for t in network.tokens.values()]
+        self.symbols = network.token_by_address()
         self.max_addresses = max_addresses_per_filter
         self.sizer = sizer
         self.target_logs = target_logs
@@ -138,11 +170,12 @@ class LogFetcher:
         return result
 
     async def fetch_range(self, cursor: int, cursor_hash: str | None, limit: int, checked_from: int,
-                          addresses: Selection, *, link: bool = True) -> FetchedRange:
+                          addresses: Selection, *, link: bool = True, copy: bool = False) -> FetchedRange:
         """The next range after `cursor` (at most up to `limit`), proven complete: its logs and the
         header of its end from one node, every block from `checked_from` on checked against its bloom
         and read again by hash when doubted; with `link`, its headers link to the cursor's hash and to
-        each other. The range shrinks on "too many results" and on failures, and grows only once a
+        each other; with `copy`, its logs' COPY text is formatted too (off the event loop for a large
+        range). The range shrinks on "too many results" and on failures, and grows only once a
         range has passed every check."""
         failures = doubts = 0
         selection = addresses
@@ -152,7 +185,7 @@ class LogFetcher:
             metrics.BLOCK_RANGE_SIZE.labels(self.network.name).set(self.sizer.size)
             try:
                 fetched, answered = await self._fetch_checked(start, end, cursor_hash, checked_from,
-                                                              selection, link, probe)
+                                                              selection, link, probe, copy)
             except RangeTooLargeError as exc:
                 if isinstance(selection, TokenLogFilter) and start == end:
                     # One block with more token logs than the provider's result cap (decision 175). The
@@ -194,7 +227,8 @@ class LogFetcher:
                 raise TransientRpcError("eth_getLogs", f"range after {cursor} keeps failing")
 
     async def _fetch_checked(self, start: int, end: int, cursor_hash: str | None, checked_from: int,
-                             selection: Selection, link: bool, probe: bool) -> tuple[FetchedRange, int]:
+                             selection: Selection, link: bool, probe: bool,
+                             copy: bool = False) -> tuple[FetchedRange, int]:
         """One attempt at [start, end]: the checked range and how many logs the node answered with."""
         needed = headers_needed(start, end, checked_from, set()) if link else \
             list(range(max(start, checked_from), end + 1))
@@ -226,12 +260,19 @@ class LogFetcher:
         answered = sum(map(len, raw))
         if isinstance(selection, TokenLogFilter):
             raw = [touching(logs, selection.keys) for logs in raw]
-        if sum(map(len, raw)) < _DECODE_INLINE_MAX:
-            logs = decode_logs(raw, start, end)
+        inline = sum(map(len, raw)) < _DECODE_INLINE_MAX
+        texts: dict[str, bytes] | None = None
+        if not copy:
+            logs = decode_logs(raw, start, end) if inline else \
+                await asyncio.to_thread(decode_logs, raw, start, end)
+        elif inline:
+            logs, texts = decode_and_format(raw, start, end, self.network.name, self.symbols)
         else:
-            # NOTE: a large range decodes on a worker thread: its bytecode yields the GIL every few ms, so
-            # the event loop keeps feeding the database the previous range meanwhile.
-            logs = await asyncio.to_thread(decode_logs, raw, start, end)
+            # NOTE: a large range decodes (and formats its COPY text) on a worker thread: its bytecode
+            # yields the GIL every few ms, so the event loop keeps feeding the database the previous range
+            # meanwhile, and the commit only sends the text.
+            logs, texts = await asyncio.to_thread(decode_and_format, raw, start, end, self.network.name,
+                                                  self.symbols)
         untimed = sorted({lg.block_number for lg in logs if lg.block_timestamp is None} - headers.keys())
         headers.update(await self._headers_of_chain(untimed))
         for lg in logs:
@@ -239,7 +280,12 @@ class LogFetcher:
             if header is not None and header.hash != lg.block_hash:
                 raise InconsistentResponse("eth_getLogs",
                                            f"log hash differs from header at {lg.block_number}")
-        return FetchedRange(start, end, logs, headers), answered
+        if copy and texts is None:
+            # Some log came without its block's timestamp: formatted now the headers are in.
+            timestamps = {n: h.timestamp for n, h in headers.items()}
+            texts = copy_text(self.network.name, logs, self.symbols, timestamps) if inline else \
+                await asyncio.to_thread(copy_text, self.network.name, logs, self.symbols, timestamps)
+        return FetchedRange(start, end, logs, headers, texts), answered
 
     async def _ask(self, batch: LogsBatch, start: int, end: int) -> _Answer:
         """One batch, one node: its logs answers, its probe's, its headers; doubted when it lacks `end`."""

@@ -165,7 +165,7 @@ class Follower:
             fetched = await self._take_prefetched(cursor, watch.version)
             if fetched is None:
                 fetched = await self.fetcher.fetch_range(cursor.block_number, cursor.block_hash,
-                                                         target, checked_from, selection)
+                                                         target, checked_from, selection, copy=True)
         except ReorgDetected as exc:
             self.log.warning("reorg suspected", block=exc.block_number, cursor=cursor.block_number)
             await self._repair_reorg(cursor, head)
@@ -176,7 +176,7 @@ class Follower:
             next_cursor = Cursor(fetched.end, fetched.headers[fetched.end].hash)
             self._prefetch = _Prefetch(next_cursor, watch.version, asyncio.create_task(
                 self.fetcher.fetch_range(next_cursor.block_number, next_cursor.block_hash, target,
-                                         checked_from, selection)))
+                                         checked_from, selection, copy=True)))
         await self._commit(fetched, head, finalized, new_addresses)
         # Polls that see this same head need not ask about the new tip: nothing changed on the node
         # since it was fetched (a change shows as another head, and the next range checks its link).
@@ -262,8 +262,7 @@ class Follower:
                     transfers, approvals = await store.commit_range(
                         conn, self.name, logs=fetched.logs, symbols=self.symbols, timestamps=timestamps,
                         headers=headers, cursor=Cursor(fetched.end, end_header.hash),
-                        keep_headers_from=keep_from, direct=direct)
-                    await store.set_final_block(conn, self.name, finalized)
+                        keep_headers_from=keep_from, direct=direct, texts=fetched.copy, final=finalized)
                     if new_addresses:
                         await store.mark_live_from(conn, self.name, new_addresses,
                                                    self._live_from(fetched.start))

@@ -141,18 +141,19 @@ def copy_text(network: str, logs: Sequence[TokenLog], symbols: dict[str, str],
 
 async def insert_logs(conn: AsyncConnection, network: str, logs: Sequence[TokenLog],
                       symbols: dict[str, str], timestamps: dict[int, int], *,
-                      direct: bool = False) -> tuple[int, int]:
+                      direct: bool = False, texts: dict[str, bytes] | None = None) -> tuple[int, int]:
     """Write logs; return (transfers, approvals) newly stored.
 
     `direct`: the caller knows none of these rows can exist (the live follower writes only above its
     cursor), so they are COPYed straight into the tables; a row that exists after all raises
     `psycopg.errors.UniqueViolation` and the caller retries its transaction without `direct`.
     Otherwise the rows are COPYed into a temporary staging table and inserted from it with
-    ON CONFLICT DO NOTHING on their natural key.
+    ON CONFLICT DO NOTHING on their natural key. `texts`: the logs' `copy_text`, when already formatted.
     """
     if not logs:
         return 0, 0
-    texts = copy_text(network, logs, symbols, timestamps)
+    if texts is None:
+        texts = copy_text(network, logs, symbols, timestamps)
     # SQLAlchemy types the driver connection loosely; under the psycopg dialect it is psycopg's own.
     pg = cast(psycopg.AsyncConnection[Any], (await conn.get_raw_connection()).driver_connection)
     counts = {"transfer": 0, "approval": 0}
@@ -225,15 +226,41 @@ async def row_blocks_desc(conn: AsyncConnection, network: str, below: int,
 
 # --- batch commit and rollback -------------------------------------------------------------------------
 
+# The headers of a range, the prune below the header window and the cursor in one statement (one round
+# trip under the cursor lock). The pruned rows and the inserted ones never meet: only headers at or above
+# the window's start are inserted.
+_FINISH_RANGE = """
+WITH upserted AS (
+  INSERT INTO block_headers (network, block_number, block_hash, parent_hash, block_timestamp)
+  SELECT :network, u.n, u.h, u.p, to_timestamp(u.t)
+  FROM unnest(CAST(:numbers AS bigint[]), CAST(:hashes AS text[]), CAST(:parents AS text[]),
+              CAST(:stamps AS bigint[])) AS u(n, h, p, t)
+  ON CONFLICT (network, block_number) DO UPDATE SET block_hash = EXCLUDED.block_hash,
+    parent_hash = EXCLUDED.parent_hash, block_timestamp = EXCLUDED.block_timestamp
+), pruned AS (
+  DELETE FROM block_headers WHERE network = :network AND block_number < :keep_from
+)
+UPDATE chain_cursors SET block_number = :block, block_hash = :hash, updated_at = now(),
+  final_block = CASE WHEN CAST(:final AS bigint) IS NULL THEN final_block
+                     ELSE least(:block, greatest(coalesce(final_block, :final), :final)) END
+WHERE network = :network
+"""
+
+
 async def commit_range(conn: AsyncConnection, network: str, *, logs: Sequence[TokenLog],
                        symbols: dict[str, str], timestamps: dict[int, int], headers: Iterable[BlockHeader],
-                       cursor: Cursor, keep_headers_from: int, direct: bool) -> tuple[int, int]:
-    """Store one indexed range: logs, window headers, the new cursor; prune headers below the window."""
-    counts = await insert_logs(conn, network, logs, symbols, timestamps, direct=direct)
-    await upsert_headers(conn, network, headers)
-    await conn.execute(delete(block_headers).where(
-        block_headers.c.network == network, block_headers.c.block_number < keep_headers_from))
-    await _set_cursor(conn, network, cursor)
+                       cursor: Cursor, keep_headers_from: int, direct: bool,
+                       texts: dict[str, bytes] | None = None, final: int | None = None) -> tuple[int, int]:
+    """Store one indexed range: logs (`texts`: their COPY text, if already formatted), the headers at or
+    above `keep_headers_from` and none below it, the new cursor (and with `final`, the final block raised
+    as set_final_block does, against the new cursor)."""
+    counts = await insert_logs(conn, network, logs, symbols, timestamps, direct=direct, texts=texts)
+    kept = [h for h in headers if h.number >= keep_headers_from]
+    await conn.execute(text(_FINISH_RANGE), {
+        "network": network, "numbers": [h.number for h in kept], "hashes": [h.hash for h in kept],
+        "parents": [h.parent_hash for h in kept], "stamps": [h.timestamp for h in kept],
+        "keep_from": keep_headers_from, "block": cursor.block_number, "hash": cursor.block_hash,
+        "final": final})
     return counts
 
 

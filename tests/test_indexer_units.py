@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from vip.chain.contracts import APPROVAL_TOPIC, TRANSFER_TOPIC
 from vip.chain.range_errors import block_range_cap, is_range_too_large, suggested_range_size
 from vip.chain.throttle import backoff_delay
-from vip.indexer.decode import BlockHeader, address_topic, parse_header, parse_token_log
+from vip.indexer.decode import BlockHeader, address_topic, parse_header, parse_token_log, parse_token_logs
+from vip.indexer.fetcher import InconsistentResponse, decode_logs
 from vip.indexer.progress import Progress, format_progress
 from vip.indexer.ranges import AdaptiveRange, finalized_block, next_range
 from vip.indexer.reorg import broken_link, first_common_block, header_window_start, headers_needed
@@ -571,3 +572,81 @@ def test_too_many_results_still_shrinks_the_range():
         "code": -32005, "message": "query returned more than 10000 results. Try with this block range "
                                    "[0x10, 0x1f]."})
     assert isinstance(error, RangeTooLargeError) and error.suggested_size == 16
+
+
+# --- decode_logs: answers as a node sends them, and as a broken one might ------------------------------
+
+def _raw_log(block: int, tx: int, index: int) -> dict:
+    return {"address": "0x" + "ab" * 20, "topics": [TRANSFER_TOPIC, address_topic("0x" + "01" * 20),
+                                                   address_topic("0x" + "02" * 20)],
+            "data": "0x" + f"{block * 1000 + index:064x}", "blockNumber": hex(block),
+            "blockHash": "0x" + f"{block:064x}", "transactionHash": "0x" + f"{tx:064x}",
+            "logIndex": hex(index), "blockTimestamp": hex(1_700_000_000 + block)}
+
+
+def _reference_decode(batches: list[list[dict]]) -> list:
+    """What decode_logs gives by definition: every log once per (transaction, log index), the last
+    answer's copy kept, in chain order."""
+    seen = {}
+    for raw in batches:
+        for parsed in map(parse_token_log, raw):
+            if parsed is not None:
+                seen[(parsed.tx_hash, parsed.log_index)] = parsed
+    return sorted(seen.values(), key=lambda lg: (lg.block_number, lg.log_index))
+
+
+@given(st.lists(st.tuples(st.integers(10, 14), st.integers(0, 5), st.integers(0, 6)), max_size=40),
+       st.integers(1, 3), st.randoms(use_true_random=False), st.booleans())
+def test_decode_logs_dedups_and_orders_whatever_the_answers(entries, parts, rnd, in_order):
+    raw = [_raw_log(b, tx, i) for b, tx, i in entries]
+    if in_order:
+        raw.sort(key=lambda r: (int(r["blockNumber"], 16), int(r["logIndex"], 16)))
+    else:
+        rnd.shuffle(raw)
+    cuts = sorted(rnd.randint(0, len(raw)) for _ in range(parts - 1))
+    batches = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    assert decode_logs(batches, 10, 14) == _reference_decode(batches)
+
+
+def test_decode_logs_keeps_one_of_a_transaction_repeated_across_blocks():
+    # Strictly rising (block, log index), yet the same (transaction, log index) twice: one is kept.
+    raw = [_raw_log(10, 1, 0), _raw_log(10, 1, 1), _raw_log(11, 1, 1), _raw_log(11, 2, 2)]
+    decoded = decode_logs([raw], 10, 14)
+    assert decoded == _reference_decode([raw])
+    assert [(lg.block_number, lg.log_index) for lg in decoded] == [(10, 0), (11, 1), (11, 2)]
+
+
+def test_decode_logs_refuses_a_log_outside_the_range():
+    with pytest.raises(InconsistentResponse):
+        decode_logs([[_raw_log(10, 1, 0), _raw_log(15, 2, 0)]], 10, 14)
+
+
+_HEX = st.text("0123456789abcdefABCDEF", min_size=1, max_size=3)
+
+
+@st.composite
+def _answer_log(draw) -> dict:
+    """An eth_getLogs item, mostly a token log, sometimes one parse_token_log leaves out."""
+    def hex_text(digits: int) -> str:
+        return "0x" + draw(st.text("0123456789abcdefABCDEF", min_size=digits, max_size=digits))
+    topic0 = draw(st.sampled_from([TRANSFER_TOPIC, APPROVAL_TOPIC, TRANSFER_TOPIC.upper().replace("0X", "0x"),
+                                   "0x" + "11" * 32]))
+    topics = [topic0, "0x" + "0" * 24 + draw(st.sampled_from(["ab" * 20, "AB" * 20, "0c" * 20])),
+              "0x" + "0" * 24 + draw(st.sampled_from(["cd" * 20, "Cd" * 20]))]
+    topics = topics[:draw(st.sampled_from([3, 3, 3, 2]))]
+    item = {"address": draw(st.sampled_from(["0x" + "Ee" * 20, "0x" + "ee" * 20])), "topics": topics,
+            "data": draw(st.sampled_from([hex_text(64), hex_text(64), hex_text(10), "0x"])),
+            "blockNumber": "0x" + draw(_HEX),
+            "blockHash": draw(st.sampled_from(["0x" + "Aa" * 32, "0x" + "bb" * 32])),
+            "transactionHash": draw(st.sampled_from(["0x" + "Cc" * 32, "0x" + "dd" * 32])),
+            "logIndex": "0x" + draw(_HEX)}
+    if draw(st.booleans()):
+        item["blockTimestamp"] = "0x" + draw(_HEX)
+    if draw(st.integers(0, 9)) == 0:
+        item["removed"] = True
+    return item
+
+
+@given(st.lists(_answer_log(), max_size=30))
+def test_parse_token_logs_is_parse_token_log_over_an_answer(raw):
+    assert parse_token_logs(raw) == [lg for lg in map(parse_token_log, raw) if lg is not None]
