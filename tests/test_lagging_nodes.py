@@ -23,6 +23,7 @@ from vip.indexer.decode import BlockHeader, address_topic, parse_header
 from vip.indexer.fetcher import LogFetcher
 from vip.indexer.ranges import AdaptiveRange
 
+SCRIPTED_TIMEOUT_S = 120.0
 PADDING = ["0x" + f"{0xabc0_0000 + i:040x}" for i in range(40)]
 
 
@@ -34,7 +35,9 @@ async def follower_behind(chain: ChainDriver, engine, provider: ProviderStandIn,
     """A follower (margin 0) caught up with the chain behind `provider`, watching accounts 2-4."""
     network = local_network(provider.url, chain.node.chain_id, chain.contracts, finality_depth=4,
                             initial_block_range=50).model_copy(update={"watched_fetch": fetch})
-    settings = indexer_settings(network)
+    # A request timed out and sent again would reach the next scripted node: the order a test scripts holds
+    # only if no request times out, however loaded the machine.
+    settings = indexer_settings(network, timeout_s=SCRIPTED_TIMEOUT_S)
     async with engine.begin() as conn:
         await store.add_watched_addresses(conn, "local", chain.accounts[2:5] + PADDING, "wallet",
                                           start_block=0)
@@ -116,7 +119,8 @@ async def test_a_range_grows_only_once_it_passed_every_check(chain: ChainDriver)
     head, _ = chain.head()
     network = local_network("http://unused", chain.node.chain_id, chain.contracts)
     with ProviderStandIn(chain.node.rpc_url, "node") as provider:
-        async with RpcClient("local", provider.url, indexer_settings(network).rpc) as rpc:
+        async with RpcClient("local", provider.url,
+                             indexer_settings(network, timeout_s=SCRIPTED_TIMEOUT_S).rpc) as rpc:
             fetcher = LogFetcher(rpc, network, 500, AdaptiveRange(4, 100), 20_000)
             provider.script_nodes(0, 3, 3, 3, 3)  # the logs batch, then the other headers' requests
             fetched = await fetcher.fetch_range(head - 4, None, head, head - 64, None, link=False)
