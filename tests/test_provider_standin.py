@@ -32,7 +32,7 @@ SCALED = {
 }
 
 
-async def wait_indexed(engine, chain: ChainDriver, network: str, margin: int, timeout_s: float = 120) -> int:
+async def wait_indexed(engine, chain: ChainDriver, network: str, margin: int, timeout_s: float = 450) -> int:
     """Until the cursor is `margin` blocks behind the node's head (on the canonical chain) and no backfill
     is pending; returns the cursor block."""
     deadline = time.monotonic() + timeout_s
@@ -49,6 +49,9 @@ async def wait_indexed(engine, chain: ChainDriver, network: str, margin: int, ti
         await asyncio.sleep(0.05)
 
 
+# The backfill gets what the follower leaves of a scaled-down budget, under faults: on a loaded machine it
+# takes minutes, so the waits are for the condition, with room to spare.
+@pytest.mark.timeout(1500)
 @pytest.mark.parametrize("profile", ["alchemy", "infura", "quicknode", "blockpi"])
 async def test_exact_behind_each_provider_with_faults_and_lagging_nodes(chain: ChainDriver, database_url,
                                                                        engine, profile):
