@@ -8,35 +8,23 @@ import random
 import signal
 
 from tests.support.chain import ChainDriver
-from tests.support.indexer import cursor_of, db_rows, spawn_indexer, wait_synced
+from tests.support.indexer import (
+    WATCHED_DAEMON,
+    cursor_of,
+    db_rows,
+    local_network_toml,
+    spawn_indexer,
+    wait_synced,
+)
 from vip.devstack.anvil import free_port
 from vip.indexer import store
 
 
 def network_toml(chain: ChainDriver) -> str:
-    c = chain.contracts
     return f"""
 [daemon]
 metrics_port = {free_port()}
-
-[networks.local]
-chain_id = {chain.node.chain_id}
-rpc_url = "{chain.node.rpc_url}"
-local = true
-finality_depth = 4
-poll_interval_s = 0.05
-max_block_range = 4
-initial_block_range = 2
-mode = "watched"
-start_block = 0
-disbursement_contract = "{c.disbursement}"
-
-[networks.local.tokens.USDC]
-address = "{c.usdc}"
-
-[networks.local.tokens.USDT]
-address = "{c.usdt}"
-"""
+""" + local_network_toml(chain, **WATCHED_DAEMON)
 
 
 async def test_kill_9_at_random_points(chain: ChainDriver, database_url, engine, tmp_path):

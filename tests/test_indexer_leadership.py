@@ -19,7 +19,14 @@ from eth_account import Account
 from sqlalchemy import func, select, text
 
 from tests.support.chain import ChainDriver, indexer_settings, local_network
-from tests.support.indexer import cursor_of, db_rows, spawn_indexer, wait_synced
+from tests.support.indexer import (
+    WATCHED_DAEMON,
+    cursor_of,
+    db_rows,
+    local_network_toml,
+    spawn_indexer,
+    wait_synced,
+)
 from vip.chain.rpc import RpcClient
 from vip.daemon import build_network_tasks
 from vip.devstack.anvil import free_port
@@ -32,32 +39,13 @@ LEADER_GAUGE = re.compile(r'^vip_indexer_leader\{network="local"\} ([0-9.]+)$', 
 
 
 def daemon_toml(chain: ChainDriver, metrics_port: int) -> str:
-    c = chain.contracts
     return f"""
 [daemon]
 metrics_port = {metrics_port}
 
 [indexer]
 lead_poll_s = 0.2
-
-[networks.local]
-chain_id = {chain.node.chain_id}
-rpc_url = "{chain.node.rpc_url}"
-local = true
-finality_depth = 4
-poll_interval_s = 0.05
-max_block_range = 4
-initial_block_range = 2
-mode = "watched"
-start_block = 0
-disbursement_contract = "{c.disbursement}"
-
-[networks.local.tokens.USDC]
-address = "{c.usdc}"
-
-[networks.local.tokens.USDT]
-address = "{c.usdt}"
-"""
+""" + local_network_toml(chain, **WATCHED_DAEMON)
 
 
 @dataclass

@@ -79,3 +79,30 @@ def spawn_indexer(env_overrides: dict[str, str], log_path, *options: str) -> sub
     out = open(log_path, "ab")  # noqa: SIM115 - handed to the child process
     return subprocess.Popen([sys.executable, "-m", "vip.cli", "index", *options], env=env, stdout=out,
                             stderr=subprocess.STDOUT)
+
+
+# What a `vip index` process started by a test follows on its chain: small ranges and a short poll, so a kill
+# lands between many commits.
+WATCHED_DAEMON = {"finality_depth": 4, "poll_interval_s": 0.05, "max_block_range": 4,
+                  "initial_block_range": 2, "mode": "watched"}
+
+
+def local_network_toml(chain: ChainDriver, **settings: object) -> str:
+    """The `[networks.local]` overlay for `chain` (its RPC, the test tokens, the disbursement contract), with
+    these settings beside the chain id and start block."""
+    c = chain.contracts
+    lines = "".join(f"{key} = {value!r}\n".replace("'", '"') for key, value in settings.items())
+    return f"""
+[networks.local]
+chain_id = {chain.node.chain_id}
+rpc_url = "{chain.node.rpc_url}"
+local = true
+start_block = 0
+{lines}disbursement_contract = "{c.disbursement}"
+
+[networks.local.tokens.USDC]
+address = "{c.usdc}"
+
+[networks.local.tokens.USDT]
+address = "{c.usdt}"
+"""
