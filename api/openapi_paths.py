@@ -32,7 +32,7 @@ from vip.api.routes import dev as dev_routes
 from vip.api.routes import events as event_routes
 from vip.api.routes import test_clocks as test_clock_routes
 
-USER_ID = {"type": "string", "minLength": 1}
+USER_ID = {"type": "string", "minLength": 1, "maxLength": 100}  # the validators: 1-100 characters
 ISO_DATE_OR_TIME = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}"}  # YYYY-MM-DD, then optionally a time
 CONNECTION_BODY = {"type": "object", "properties": {"connection": ref("Connection")},
                    "required": ["connection"]}
