@@ -26,6 +26,19 @@ class BenchDatabase:
     source: str  # what the figures ran on
     tmp: Path  # scratch directory of this run
     settings: dict[str, str]  # server settings worth printing beside the figures
+    server_url: str = ""  # the server's admin URL (SQLAlchemy form), for `clone`
+
+    @contextmanager
+    def clone(self, suffix: str) -> Iterator[str]:
+        """A new database copied from this migrated one (`CREATE DATABASE ... TEMPLATE`), dropped after:
+        a run that needs an empty, migrated database again does not pay the migrations. Yields its
+        SQLAlchemy URL. The template must have no open connections."""
+        name = f"{make_url(self.url).database}_{suffix}"
+        pg_admin(self.server_url, f"CREATE DATABASE {name} TEMPLATE {make_url(self.url).database}")
+        try:
+            yield make_url(self.url).set(database=name).render_as_string(hide_password=False)
+        finally:
+            pg_admin(self.server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def pg_admin(server_url: str, sql: str) -> None:
@@ -50,7 +63,7 @@ def throwaway_database(database_url: str | None, name: str, show: tuple[str, ...
         migrate(url)
         with psycopg.connect(pg_url) as conn:
             settings = {k: conn.execute(f"SHOW {k}").fetchone()[0] for k in show}
-        yield BenchDatabase(url, pg_url, source, tmp, settings)
+        yield BenchDatabase(url, pg_url, source, tmp, settings, server_url)
     finally:
         if server_url and database_url:
             pg_admin(server_url, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")

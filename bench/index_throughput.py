@@ -14,7 +14,9 @@ What it does:
      straight into an empty table `LIKE token_transfers INCLUDING ALL` (same primary key and indexes), one
      transaction per range.
 
-It prints logs/s for each and `indexer / min(fetch, copy)`; the goal is at least 60%.
+It runs `--rounds` rounds (3 by default), each measuring the three in turn into a fresh copy of the
+migrated database, and prints every round's ratio and the medians: logs/s for each and
+`indexer / min(fetch, copy)`; the goal is at least 75%.
 
 Run (from the repository root):
     .venv/bin/python bench/index_throughput.py                      # 200,000 logs, embedded PostgreSQL
@@ -34,6 +36,7 @@ import json
 import logging
 import os
 import platform
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -59,7 +62,7 @@ from vip.logging import configure_logging
 from vip.store.engine import create_engine
 from vip.store.tables import token_approvals, token_transfers
 
-GOAL = 0.60
+GOAL = 0.75
 RECIPIENTS = ["0x" + f"{0xbe00_0000 + i:040x}" for i in range(500)]  # cycled: balances stay warm
 MAX_PER_TX = 500
 SEL = {name: keccak(text=sig)[:4] for name, sig in [("mint", "mint(address,uint256)"),
@@ -151,6 +154,9 @@ async def run_indexer(settings: Settings, network: NetworkConfig, url: str, prof
     profiler = cProfile.Profile() if profile else None
     steps = 0
     try:
+        # Connected before the clock starts, as the raw COPY's connection is: a daemon connects once.
+        async with engine.connect():
+            pass
         started = time.perf_counter()
         if profiler:
             profiler.enable()
@@ -221,6 +227,28 @@ def raw_copy(pg_url: str, network: NetworkConfig, batches: list,
     return total_s, format_s, rows
 
 
+def measure_round(settings: Settings, network: NetworkConfig, url: str, pg_url: str,
+                  ranges: list[tuple[int, int]], anvil_pid: int, profile: str | None) -> dict:
+    """One round: the indexer into the fresh database `url`, then the raw fetch and the raw COPY."""
+    cpu = [cpu_seconds(anvil_pid)]
+    ix = asyncio.run(run_indexer(settings, network, url, profile))
+    cpu.append(cpu_seconds(anvil_pid))
+    fetch_s, decode_s, batches, timestamps = asyncio.run(raw_fetch(settings, network, ranges))
+    cpu.append(cpu_seconds(anvil_pid))
+    fetched = sum(map(len, batches))
+    copy_s, format_s, copied = raw_copy(pg_url, network, batches, timestamps)
+    cpu.append(cpu_seconds(anvil_pid))
+    if not ix["logs"] == fetched == copied or ix["steps"] != len(ranges):
+        raise RuntimeError(f"mismatch: indexer {ix['logs']} rows in {ix['steps']} steps, fetched "
+                           f"{fetched} in {len(ranges)} ranges, copied {copied}")
+    rate = {"indexer": ix["logs"] / ix["seconds"], "fetch": fetched / fetch_s,
+            "fetch+decode": fetched / (fetch_s + decode_s), "copy": copied / copy_s}
+    seconds = {"indexer": ix["seconds"], "fetch_phase": ix["fetch_s"], "commit_phase": ix["commit_s"],
+               "fetch": fetch_s, "fetch+decode": fetch_s + decode_s, "copy": copy_s}
+    return {"ix": ix, "fetched": fetched, "copied": copied, "rate": rate, "seconds": seconds,
+            "format_s": format_s, "cpu": cpu, "ratio": rate["indexer"] / min(rate["fetch"], rate["copy"])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--logs", type=int, default=200_000, help="Transfer logs to generate")
@@ -228,6 +256,8 @@ def main() -> None:
     parser.add_argument("--range", type=int, default=50, help="blocks per eth_getLogs range / batch")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"),
                         help="PostgreSQL server (default: $DATABASE_URL, else embedded pgserver)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds (indexer, raw fetch, raw COPY each); medians are printed")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--profile", help="cProfile the indexer phase only, pstats to this file")
     args = parser.parse_args()
@@ -237,7 +267,7 @@ def main() -> None:
     shown = ("server_version", "shared_buffers", "synchronous_commit", "fsync")
     with throwaway_database(args.database_url, "vip-bench", shown) as db:
         try:
-            url, pg_url, source, pg = db.url, db.pg_url, db.source, db.settings
+            pg_url, source, pg = db.pg_url, db.source, db.settings
             node = start_anvil(extra_args=["--gas-limit", "1000000000"])
             w3 = Web3(Web3.HTTPProvider(node.rpc_url, request_kwargs={"timeout": 60}))
             accounts = node.call("eth_accounts")
@@ -260,23 +290,25 @@ def main() -> None:
             ranges = [(s, min(s + args.range - 1, head)) for s in range(0, head + 1, args.range)]
 
             tune_runtime()  # as `vip index` does
-            cpu = [cpu_seconds(node.process.pid)]
-            ix = asyncio.run(run_indexer(settings, network, url, args.profile))
-            cpu.append(cpu_seconds(node.process.pid))
-            fetch_s, decode_s, batches, timestamps = asyncio.run(raw_fetch(settings, network, ranges))
-            cpu.append(cpu_seconds(node.process.pid))
-            fetched = sum(map(len, batches))
-            copy_s, format_s, copied = raw_copy(pg_url, network, batches, timestamps)
-            cpu.append(cpu_seconds(node.process.pid))
-            if not ix["logs"] == fetched == copied or ix["steps"] != len(ranges):
-                raise RuntimeError(f"mismatch: indexer {ix['logs']} rows in {ix['steps']} steps, fetched "
-                                   f"{fetched} in {len(ranges)} ranges, copied {copied}")
+            rounds = []
+            for n in range(args.rounds):
+                # Interleaved: each round measures the indexer and both limits within a few seconds, so a
+                # change of the machine's load shows in every measurement of that round, not in one.
+                with db.clone(f"r{n}") as round_url:
+                    rounds.append(measure_round(settings, network, round_url, pg_url, ranges,
+                                                node.process.pid, args.profile if n == 0 else None))
+                got = rounds[-1]["rate"]
+                print(f"round {n + 1}: indexer {got['indexer']:,.0f}, raw fetch {got['fetch']:,.0f},"
+                      f" raw COPY {got['copy']:,.0f} logs/s -> {rounds[-1]['ratio']:.1%}", flush=True)
         finally:
             if node is not None:
                 node.stop()
 
-    rate = {"indexer": ix["logs"] / ix["seconds"], "fetch": fetched / fetch_s,
-            "fetch+decode": fetched / (fetch_s + decode_s), "copy": copied / copy_s}
+    first = rounds[0]
+    fetched, copied, ix = first["fetched"], first["copied"], first["ix"]
+    rate = {k: statistics.median(r["rate"][k] for r in rounds) for k in first["rate"]}
+    seconds = {k: statistics.median(r["seconds"][k] for r in rounds) for k in first["seconds"]}
+    format_s = statistics.median(r["format_s"] for r in rounds)
     limit = min(rate["fetch"], rate["copy"])
     ratio = rate["indexer"] / limit
     anvil_version = subprocess.run([str(anvil_binary()), "--version"], capture_output=True,
@@ -287,18 +319,21 @@ def main() -> None:
     print(f"data: {fetched:,} logs in {head + 1:,} blocks ({args.per_block}/block), "
           f"{len(ranges)} ranges of {args.range} blocks (~{fetched // len(ranges):,} logs per batch)\n")
     print(f"{'measurement':<26}{'logs':>10}{'blocks':>9}{'seconds':>10}{'logs/s':>11}")
-    for label, n, s in [("indexer end-to-end", ix["logs"], ix["seconds"]),
-                        ("  fetch_range phase", ix["logs"], ix["fetch_s"]),
-                        ("  commit phase", ix["logs"], ix["commit_s"]),
-                        ("raw fetch (eth_getLogs)", fetched, fetch_s),
-                        ("raw fetch+decode", fetched, fetch_s + decode_s),
-                        ("raw COPY (incl. format)", copied, copy_s)]:
+    for label, n, s in [("indexer end-to-end", ix["logs"], seconds["indexer"]),
+                        ("  fetch_range phase", ix["logs"], seconds["fetch_phase"]),
+                        ("  commit phase", ix["logs"], seconds["commit_phase"]),
+                        ("raw fetch (eth_getLogs)", fetched, seconds["fetch"]),
+                        ("raw fetch+decode", fetched, seconds["fetch+decode"]),
+                        ("raw COPY (incl. format)", copied, seconds["copy"])]:
         print(f"{label:<26}{n:>10,}{head + 1:>9,}{s:>10.2f}{n / s:>11,.0f}")
     print(f"\n(the indexer's phases overlap: the next range downloads while one is written; "
           f"COPY text formatting: {format_s:.2f}s)")
-    print(f"CPU used, indexer:   {cpu_delta(cpu[0], cpu[1])}")
+    cpu = first["cpu"]
+    print(f"CPU used, indexer:   {cpu_delta(cpu[0], cpu[1])}  (round 1)")
     print(f"CPU used, raw fetch: {cpu_delta(cpu[1], cpu[2])}")
     print(f"CPU used, raw COPY:  {cpu_delta(cpu[2], cpu[3])}")
+    ratios = ", ".join(f"{r['ratio']:.1%}" for r in rounds)
+    print(f"rounds: {ratios}; the figures above are their medians")
     slower = "fetch" if rate["fetch"] <= rate["copy"] else "copy"
     verdict = "PASS" if ratio >= GOAL else "FAIL"
     print(f"indexer / min(fetch, copy) = {rate['indexer']:,.0f} / {limit:,.0f} ({slower}) = {ratio:.1%}"
@@ -308,9 +343,9 @@ def main() -> None:
             "environment": env, "generation_s": gen_s,
             "params": {"logs": args.logs, "per_block": args.per_block, "range": args.range,
                        "blocks": head + 1, "ranges": len(ranges)},
-            "indexer": ix, "raw_fetch": {"logs": fetched, "fetch_s": fetch_s, "decode_s": decode_s},
-            "raw_copy": {"rows": copied, "seconds": copy_s, "format_s": format_s},
-            "logs_per_s": rate, "ratio": ratio, "slower_limit": slower, "goal": GOAL, "pass": ratio >= GOAL,
+            "rounds": [{k: r[k] for k in ("ix", "rate", "seconds", "format_s", "ratio")} for r in rounds],
+            "median_seconds": seconds, "logs_per_s": rate, "ratio": ratio, "slower_limit": slower,
+            "goal": GOAL, "pass": ratio >= GOAL,
         }, indent=2))
 
 
