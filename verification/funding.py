@@ -62,15 +62,18 @@ def in_chain_order(transfers: Iterable[Transfer]) -> list[Transfer]:
 class Omnibus:
     """Which addresses are omnibus wallets: paid by at least `omnibus_senders_per_day` different senders
     within one UTC day (an exchange's hot wallet, a payroll provider's pool). Worked out per address when
-    first asked (most addresses of a network's transfers never are)."""
+    first asked (most addresses of a network's transfers never are). `found`: addresses already known to
+    be (their history was read only around the payments traced, after a look at their latest inflows
+    showed such a day)."""
 
-    def __init__(self, transfers: Iterable[Transfer], config: FundingTraceConfig) -> None:
+    def __init__(self, transfers: Iterable[Transfer], config: FundingTraceConfig,
+                 found: Iterable[str] = ()) -> None:
         self._threshold = config.omnibus_senders_per_day
         self._inflows: dict[str, list[Transfer]] = defaultdict(list)
         for t in transfers:
             if t.from_address != t.to_address:
                 self._inflows[t.to_address].append(t)
-        self._found: dict[str, bool] = {}
+        self._found: dict[str, bool] = dict.fromkeys(found, True)
 
     def __contains__(self, address: object) -> bool:
         if not isinstance(address, str):
@@ -330,13 +333,19 @@ class FundingPool:
 
     def __init__(self, transfers: Iterable[Transfer], home: Container[str], config: FundingTraceConfig,
                  known: Container[str] | None = None, payers: Iterable[str] | None = None,
-                 seeds: Seeds | None = None, openings: Mapping[str, int] | None = None) -> None:
+                 seeds: Seeds | None = None, openings: Mapping[str, int] | None = None,
+                 partial: Container[str] = frozenset()) -> None:
         """`payers`: only money that can reach these addresses within `max_hops` is followed (None:
         every address's): the pass then reads only the transfers of the addresses that can. `seeds`: the
         user's own units of each of their payments (`own_money`; all of each when not given).
         `openings`: what addresses held when their history begins, where known (their balance now less
-        what the history added); elsewhere the least that keeps each of their payments covered."""
+        what the history added); elsewhere the least that keeps each of their payments covered.
+        `partial`: addresses whose history was not read whole (an omnibus read only around the payments
+        traced, an address met at the trace's last hop that the user never paid): their balance is
+        unknown, so they pass on nothing of the user's here (last in first out still follows money
+        through an omnibus; at an omnibus the user's share of a payment is nil anyway)."""
         self._home, self._config, self._known, self._seeds = home, config, known, seeds or {}
+        self._partial = partial
         ordered = in_chain_order(transfers)
         if payers is not None:
             ordered = _reaching(ordered, set(payers), home, config.max_hops)
@@ -380,7 +389,8 @@ class FundingPool:
         balance = self._balance[sender]
         self._balance[sender] = max(balance - amount, 0)
         held = self._held.get(sender)
-        if held is None or sender == ZERO_ADDRESS or (self._known is not None and sender not in self._known):
+        if held is None or sender == ZERO_ADDRESS or (self._known is not None and sender not in self._known) \
+                or sender in self._partial:
             return None
         pool = max(balance, amount)
         moved = [part * amount // pool for part in held]

@@ -93,7 +93,9 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
            known: Mapping[str, Collection[str]] | None = None, capped: Collection[str] = (),
            prior_flags: Mapping[Side, Collection[str]] | None = None,
            history_from: datetime | None = None,
-           openings: Mapping[str, Mapping[str, int]] | None = None) -> Outcome:
+           openings: Mapping[str, Mapping[str, int]] | None = None,
+           windowed: Mapping[str, Collection[str]] | None = None,
+           unread: Mapping[str, Collection[str]] | None = None) -> Outcome:
     """`periods`: the VIP's window (its figures); `records`: every inbound income record of the user (all of
     them label the transfers they match, in the window or not). `transfers`: every indexed transfer from
     `history_from` (the earliest income examined less the trace's `history_days`) that touches the wallets
@@ -102,10 +104,14 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
     hit its cap. `prior_flags`: wash and circular flags an earlier run raised, by (wallet address, transfer
     key): kept as if raised now (without evidence), so a flagged transfer never becomes income (decision
     163). `openings`: per network, what addresses held (10^-18 USD) when the history begins, where the
-    index knows it (their balance now less what the history added)."""
+    index knows it (their balance now less what the history added). `windowed`: per network, the omnibus
+    addresses whose history was read only around the payments the trace follows (decision 355); `unread`:
+    per network, the addresses the trace met at its last hop that the wallets never paid, whose history it
+    did not read: at that depth only money paid straight from the wallets counts (decision 356)."""
     whitelisted = frozenset(a for p in platforms for a in p.whitelist) | frozenset(
         r.from_reference for r in records if r.from_reference)
-    screening = _screen(wallets, transfers, records, config, known, whitelisted, openings)
+    screening = _screen(wallets, transfers, records, config, known, whitelisted, openings, windowed or {},
+                        unread or {})
     prior_flags_into(screening.flags, prior_flags, FRAUD_TYPES)
     matched = _match_every_record(periods, records, screening, config)
     income = _income(matched, set(periods))
@@ -120,7 +126,8 @@ def verify(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Se
 
 def _screen(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: Sequence[IncomeRecord],
             config: VerificationConfig, known: Mapping[str, Collection[str]] | None,
-            lenders: frozenset[str], openings: Mapping[str, Mapping[str, int]] | None) -> Screening:
+            lenders: frozenset[str], openings: Mapping[str, Mapping[str, int]] | None,
+            windowed: Mapping[str, Collection[str]], unread: Mapping[str, Collection[str]]) -> Screening:
     """The fraud screening of every network the user has a wallet on."""
     by_network: dict[str, list[Transfer]] = defaultdict(list)
     for t in transfers:
@@ -130,7 +137,7 @@ def _screen(wallets: Sequence[Wallet], transfers: Sequence[Transfer], records: S
         screen_network(screening, network, [w for w in wallets if w.network == network],
                        by_network.get(network, []), records, config,
                        None if known is None else known.get(network, ()), lenders,
-                       (openings or {}).get(network))
+                       (openings or {}).get(network), windowed.get(network, ()), unread.get(network, ()))
     return screening
 
 

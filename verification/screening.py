@@ -82,17 +82,23 @@ class _Network:
     settlements: set[tuple[Transfer, ...]]  # the groups of them a record could be settled by
     known: frozenset[str] | None  # addresses whose history is at hand (None: all)
     openings: Mapping[str, int] | None  # what addresses held when the history begins, where known
+    windowed: frozenset[str] = frozenset()  # omnibus addresses read only around the payments traced
+    unread: frozenset[str] = frozenset()  # met at the trace's last hop, never paid by the wallets: not read
 
 
 def screen_network(screening: Screening, name: str, wallets: list[Wallet], everything: Sequence[Transfer],
                    records: Sequence[IncomeRecord], config: VerificationConfig,
                    known: Collection[str] | None, lenders: Container[str],
-                   openings: Mapping[str, int] | None = None) -> None:
+                   openings: Mapping[str, int] | None = None, windowed: Collection[str] = (),
+                   unread: Collection[str] = ()) -> None:
     """Screen one network's transfers into `screening`. `lenders`: the payers the records name;
-    `openings`: what addresses held when the history read begins, where the index knows it."""
-    net = _network(name, wallets, everything, records, config, known, openings)
+    `openings`: what addresses held when the history read begins, where the index knows it; `windowed`:
+    omnibus addresses whose history was read only around the payments traced (decision 355); `unread`:
+    addresses met at the trace's last hop, never paid by the wallets, whose history was not read
+    (decision 356)."""
+    net = _network(name, wallets, everything, records, config, known, openings, windowed, unread)
     trace = config.funding_trace
-    omnibus = Omnibus(net.everything, trace)
+    omnibus = Omnibus(net.everything, trace, found=net.windowed)
     ledger = FundingLedger(net.everything, trace.max_pieces, omnibus)
     seeds, lifo = own_money(net.touching, net.home, ledger, trace, net.known, net.described)
     for w in wallets:
@@ -113,7 +119,8 @@ def screen_network(screening: Screening, name: str, wallets: list[Wallet], every
 
 def _network(name: str, wallets: list[Wallet], everything: Sequence[Transfer],
              records: Sequence[IncomeRecord], config: VerificationConfig, known: Collection[str] | None,
-             openings: Mapping[str, int] | None) -> _Network:
+             openings: Mapping[str, int] | None, windowed: Collection[str] = (),
+             unread: Collection[str] = ()) -> _Network:
     home = frozenset(w.address for w in wallets)
     everything = in_chain_order(everything)
     touching = [t for t in everything if t.from_address in home or t.to_address in home]
@@ -122,7 +129,8 @@ def _network(name: str, wallets: list[Wallet], everything: Sequence[Transfer],
     candidates = frozenset(t.key for group in settlements for t in group)
     described = in_record_windows(records, arriving, config.matching)
     return _Network(name, wallets, home, everything, touching, arriving, candidates, described, settlements,
-                    None if known is None else frozenset(known) | home, openings)
+                    None if known is None else frozenset(known) | home | frozenset(unread), openings,
+                    frozenset(windowed), frozenset(unread))
 
 
 @dataclass(frozen=True)
@@ -147,7 +155,8 @@ def _trace_inflows(screening: Screening, net: _Network, lifo: Mapping[TransferKe
     """The funding of every inbound transfer (the largest of the accountings' shares; a part of a sum a
     record could be settled by, the share of the whole sum), and the flags of the self-funded."""
     pool = FundingPool(net.everything, net.home, trace, net.known, seeds=seeds, openings=net.openings,
-                       payers={t.from_address for t in net.arriving if t.key in net.candidates})
+                       payers={t.from_address for t in net.arriving if t.key in net.candidates},
+                       partial=net.windowed | net.unread)
     found = {t.key: _Found(lifo[t.key], pool.funding(t), marked.get(t.key)) if t.key in net.candidates
              else _Found(lifo[t.key]) for t in net.arriving}
     fundings = {key: each.strongest() for key, each in found.items()}

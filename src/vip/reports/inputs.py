@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import psycopg
 from psycopg.types.json import Jsonb
-from sqlalchemy import Row, and_, func, or_, select, text, tuple_
+from sqlalchemy import and_, func, or_, select, text, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from vip.config import NetworkConfig, PlatformConfig, Settings
@@ -84,35 +84,143 @@ async def final_blocks(conn: AsyncConnection, settings: Settings, networks: Iter
         conn, [settings.networks[n] for n in networks if n in settings.networks])
 
 
-def _transfer(row: Row[*tuple[Any, ...]], decimals: int = 6) -> Transfer:
-    return Transfer(row.network, row.tx_hash, row.log_index, row.block_number,
-                    row.block_timestamp.astimezone(UTC), row.token, row.from_address, row.to_address,
-                    int(row.amount), decimals)
+_COLUMNS = ("network, tx_hash, log_index, block_number, block_timestamp, token, from_address, to_address,"
+            " amount")
+
+
+def _transfer(row: Sequence[Any], decimals: int = 6) -> Transfer:
+    """A row of `_COLUMNS`, in that order (unpacked: a VIP converts tens of thousands of rows)."""
+    network, tx_hash, log_index, block_number, stamp, token, from_address, to_address, amount = row
+    return Transfer(network, tx_hash, log_index, block_number, stamp.astimezone(UTC), token, from_address,
+                    to_address, int(amount), decimals)
+
+
+# Two index scans (sender, recipient) of the listed addresses' final transfers from `since`.
+_TOUCHING = [f"""
+SELECT {_COLUMNS} FROM token_transfers
+WHERE network = %(network)s AND {side} = ANY(%(addresses)s) AND block_number <= %(final)s
+  AND block_timestamp >= %(since)s
+""" for side in ("from_address", "to_address")]
 
 
 async def transfers_touching(conn: AsyncConnection, network: str, addresses: Sequence[str], since: datetime,
                              up_to_block: int) -> list[Transfer]:
-    """Final transfers of the network from `since` with any of `addresses` on either side."""
+    """Final transfers of the network from `since` with any of `addresses` on either side, in chain order."""
     if not addresses:
         return []
-    t = token_transfers
-    columns = (t.c.network, t.c.tx_hash, t.c.log_index, t.c.block_number, t.c.block_timestamp, t.c.token,
-               t.c.from_address, t.c.to_address, t.c.amount)
-    listed = list(addresses)
-    common = (t.c.network == network, t.c.block_number <= up_to_block, t.c.block_timestamp >= since)
-    # Two index scans (sender, recipient), merged; a transfer between two listed addresses is kept once.
-    sent = select(*columns).where(*common, t.c.from_address.in_(listed))
-    received = select(*columns).where(*common, t.c.to_address.in_(listed))
+    # Read through the driver's cursor: rows as plain tuples (a VIP reads tens of thousands; SQLAlchemy's
+    # rows cost as much again as the conversion).
+    pg = cast(psycopg.AsyncConnection[Any], (await conn.get_raw_connection()).driver_connection)
+    params = {"network": network, "addresses": list(addresses), "final": up_to_block, "since": since}
     seen: set[TransferKey] = set()
     out = []
-    for query in (sent, received):
-        for row in await conn.execute(query):
-            transfer = _transfer(row)
-            if transfer.key not in seen:
-                seen.add(transfer.key)
-                out.append(transfer)
+    async with pg.cursor() as cur:
+        for query in _TOUCHING:
+            await cur.execute(query, params)
+            for row in await cur.fetchall():
+                transfer = _transfer(row)
+                if transfer.key not in seen:  # a transfer between two listed addresses is kept once
+                    seen.add(transfer.key)
+                    out.append(transfer)
     out.sort(key=lambda x: x.order)
     return out
+
+
+# Per address, its latest inflows from `since` (newest first), one backward index range each.
+_LATEST_INFLOWS = f"""
+SELECT w.* FROM unnest(CAST(:addresses AS text[])) AS a(address)
+CROSS JOIN LATERAL (
+  SELECT {_COLUMNS} FROM token_transfers t
+  WHERE t.network = :network AND t.to_address = a.address AND t.block_number <= :final
+    AND t.block_timestamp >= :since
+  ORDER BY t.block_number DESC, t.log_index DESC LIMIT :limit) w
+"""
+
+# Around each payment (block, log index) out of an address: its last `depth` inflows before the payment, and
+# its payments from the block of the earliest of them up to the payment (what took from those inflows).
+_WINDOWS = f"""
+WITH p(b, l) AS (SELECT * FROM unnest(CAST(:blocks AS bigint[]), CAST(:logs AS int[]))),
+inflows AS (
+  SELECT p.b AS pb, p.l AS pl, w.* FROM p CROSS JOIN LATERAL (
+    SELECT {_COLUMNS} FROM token_transfers t
+    WHERE t.network = :network AND t.to_address = :address AND t.block_timestamp >= :since
+      AND (t.block_number, t.log_index) < (p.b, p.l)
+    ORDER BY t.block_number DESC, t.log_index DESC LIMIT :depth) w),
+starts AS (SELECT pb, pl, min(block_number) AS sb FROM inflows GROUP BY pb, pl)
+SELECT {_COLUMNS} FROM inflows
+UNION
+SELECT t.network, t.tx_hash, t.log_index, t.block_number, t.block_timestamp, t.token, t.from_address,
+       t.to_address, t.amount
+FROM starts JOIN token_transfers t ON t.network = :network AND t.from_address = :address
+  AND t.block_number >= starts.sb AND (t.block_number, t.log_index) < (starts.pb, starts.pl)
+  AND t.block_timestamp >= :since
+"""
+
+
+# The addresses among a list with at least `limit` inflows (an index-only count, stopped at `limit`).
+_BUSY_RECEIVERS = """
+SELECT a.address FROM unnest(CAST(:addresses AS text[])) AS a(address)
+WHERE (SELECT count(*) FROM (
+         SELECT 1 FROM token_transfers t
+         WHERE t.network = :network AND t.to_address = a.address AND t.block_number <= :final
+         LIMIT :limit) x) >= :limit
+"""
+
+
+async def busy_receivers(conn: AsyncConnection, network: str, addresses: Sequence[str], up_to_block: int,
+                         limit: int) -> set[str]:
+    """Those of `addresses` with at least `limit` final inflows, however old."""
+    if not addresses:
+        return set()
+    rows = await conn.execute(text(_BUSY_RECEIVERS), {
+        "addresses": list(addresses), "network": network, "final": up_to_block, "limit": limit})
+    return {r.address for r in rows}
+
+
+# The addresses among a list that received from any of `senders` (one index range of inflows each).
+_PAID_BY = """
+SELECT a.address FROM unnest(CAST(:addresses AS text[])) AS a(address)
+WHERE EXISTS (
+  SELECT 1 FROM token_transfers t
+  WHERE t.network = :network AND t.to_address = a.address AND t.from_address = ANY(CAST(:senders AS text[]))
+    AND t.block_number <= :final AND t.block_timestamp >= :since)
+"""
+
+
+async def paid_by(conn: AsyncConnection, network: str, addresses: Sequence[str], senders: Sequence[str],
+                  since: datetime, up_to_block: int) -> set[str]:
+    """Those of `addresses` that received a final transfer from `since` from any of `senders`."""
+    if not addresses or not senders:
+        return set()
+    rows = await conn.execute(text(_PAID_BY), {
+        "addresses": list(addresses), "senders": list(senders), "network": network, "final": up_to_block,
+        "since": since})
+    return {r.address for r in rows}
+
+
+async def latest_inflows(conn: AsyncConnection, network: str, addresses: Sequence[str], since: datetime,
+                         up_to_block: int, limit: int) -> dict[str, list[Transfer]]:
+    """Per address, its latest `limit` final inflows from `since`, newest first."""
+    found: dict[str, list[Transfer]] = {a: [] for a in addresses}
+    if addresses:
+        rows = await conn.execute(text(_LATEST_INFLOWS), {
+            "addresses": list(addresses), "network": network, "final": up_to_block, "since": since,
+            "limit": limit})
+        for row in rows:
+            found[row.to_address].append(_transfer(row))
+    return found
+
+
+async def windows_before(conn: AsyncConnection, network: str, address: str, payments: Sequence[Transfer],
+                         since: datetime, depth: int) -> list[Transfer]:
+    """An omnibus address's transfers around each of its `payments`: its last `depth` inflows from `since`
+    before each, and its payments between the earliest of those and it (chain order)."""
+    if not payments:
+        return []
+    rows = await conn.execute(text(_WINDOWS), {
+        "blocks": [p.block_number for p in payments], "logs": [p.log_index for p in payments],
+        "network": network, "address": address, "since": since, "depth": depth})
+    return sorted(map(_transfer, rows), key=lambda x: x.order)
 
 
 def payers(transfers: Iterable[Transfer], to: set[str], excluded: set[str]) -> list[str]:

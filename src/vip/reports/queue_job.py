@@ -117,4 +117,4 @@ class QueueJob:
         prior = await labels.prior_flags(conn, wallets)
         return verify(wallets, gathered.transfers, records, platforms, periods, self.config,
                       known=gathered.known, capped=gathered.capped, prior_flags=prior, history_from=since,
-                      openings=gathered.openings)
+                      openings=gathered.openings, windowed=gathered.windowed, unread=gathered.unread)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -16,7 +16,7 @@ from structlog.typing import FilteringBoundLogger
 
 from vip.config import Settings
 from vip.reports import inputs as inputs
-from vip.verification.funding import ZERO_ADDRESS, FundingLedger
+from vip.verification.funding import ZERO_ADDRESS, FundingLedger, Omnibus
 from vip.verification.model import Transfer, TransferKey
 from vip.verification.pipeline import Wallet
 
@@ -29,18 +29,40 @@ WAITING = None
 # Per payment traced, the trace's fetch also follows this many of the payer's largest inflows before it (the
 # pool accounting may find the user's money there), besides what last in first out attributes the payment to.
 POOL_FOLLOW = 16
+# A payer with at least this many inflows is looked at before its history is read: when its latest this many
+# inflows show an omnibus day, only the windows before the payments traced are read (decision 355).
+OMNIBUS_PROBE = 1000
+# At the trace's last two hops, leave unread the payers the wallets' money cannot have reached by then
+# (decision 356); False reads every one, as before (tests compare the two).
+LAST_HOPS_PRUNED = True
 
 
 @dataclass(frozen=True)
 class TraceInputs:
     """The `verify` arguments read from the index: transfers, per network the addresses whose history is
     complete and what they held when it begins (where their balances are read), the networks where the
-    fetch cap cut the trace."""
+    fetch cap cut the trace, the omnibus addresses read in windows."""
 
     transfers: list[Transfer]
     known: dict[str, set[str]]
     capped: set[str]
     openings: dict[str, dict[str, int]]
+    windowed: dict[str, set[str]]  # per network, the omnibus addresses read only around traced payments
+    unread: dict[str, set[str]]  # per network, last-hop payers the wallets never paid (not read)
+
+
+@dataclass
+class _Frontier:
+    """What `_trace_frontier` found on one network: the addresses the trace wants and their transfers
+    indexed now, whether the `max_addresses` cap cut the list, whether each address's history from `since`
+    was complete (backfilled) before it was read, the omnibus addresses read only in windows."""
+
+    wanted: list[str] = field(default_factory=list)
+    fetched: list[Transfer] = field(default_factory=list)
+    capped: bool = False
+    complete: bool = True
+    windowed: set[str] = field(default_factory=set)
+    unread: set[str] = field(default_factory=set)
 
 
 class TraceCollector:
@@ -70,83 +92,92 @@ class TraceCollector:
                 return FETCHING
             if await inputs.pending_backfills(conn, network, mine):
                 return WAITING
-        own, wanted, fetched, capped, settled = await self._collect(conn, wallets, finals, since)
+        own, frontiers = await self._collect(conn, wallets, finals, since)
+        wanted = {network: f.wanted for network, f in frontiers.items()}
         ready = await self._trace_ready(conn, wanted, since, fetch_requested_at, mark_fetch_requested, bound)
         if ready is not True and ready != TIMED_OUT:
             return ready
-        if ready is True and not settled:
+        if ready is True and not all(f.complete for f in frontiers.values()):
             # Some history above was read before its backfill was seen finished, and the backfill may have
             # committed in between: read them again, now that each is complete, and go round once more if
             # the money leads to an address not fetched yet. (When every address's history was complete
             # before it was read, a second read would find the same rows: it is skipped.)
-            own, again, fetched, capped, _ = await self._collect(conn, wallets, finals, since)
-            if any(set(addresses) - set(wanted.get(network, [])) for network, addresses in again.items()):
+            own, frontiers = await self._collect(conn, wallets, finals, since)
+            if any(set(f.wanted) - set(wanted.get(network, [])) for network, f in frontiers.items()):
                 return FETCHING
         transfers: list[Transfer] = []
         known: dict[str, set[str]] = {}
         openings: dict[str, dict[str, int]] = {}
         for network, items in own.items():
             seen = {t.key for t in items}
-            transfers += items + [t for t in fetched[network] if t.key not in seen]
+            frontier = frontiers[network]
+            transfers += items + [t for t in frontier.fetched if t.key not in seen]
             complete = await inputs.backfilled(conn, network, wanted[network], since)
             known[network] = {w.address for w in wallets if w.network == network} | complete
+            # A windowed omnibus's balance at `since` is not what its windows add up to: none is given.
             openings[network] = await inputs.opening_balances(conn, self.settings.networks[network],
-                                                              sorted(complete), since)
-        return TraceInputs(transfers, known, capped, openings)
+                                                              sorted(complete - frontier.windowed), since)
+        return TraceInputs(transfers, known, {n for n, f in frontiers.items() if f.capped}, openings,
+                           {n: f.windowed for n, f in frontiers.items()},
+                           {n: f.unread for n, f in frontiers.items()})
 
     async def _collect(self, conn: AsyncConnection, wallets: list[Wallet], finals: dict[str, int],
-                       since: datetime) -> tuple[dict[str, list[Transfer]], dict[str, list[str]],
-                                                 dict[str, list[Transfer]], set[str], bool]:
-        """Per network: the wallets' own transfers, the addresses the trace wants, their transfers indexed
-        now; the networks where the cap cut the trace; and whether every address's history was complete
-        from `since` before it was read (the wallets' is: `gather` waits for their backfills first)."""
+                       since: datetime) -> tuple[dict[str, list[Transfer]], dict[str, _Frontier]]:
+        """Per network: the wallets' own transfers, and what the trace's frontier found from them."""
         own: dict[str, list[Transfer]] = {}
-        wanted: dict[str, list[str]] = {}
-        fetched: dict[str, list[Transfer]] = {}
-        capped: set[str] = set()
-        settled = True
+        frontiers: dict[str, _Frontier] = {}
         for network in sorted({w.network for w in wallets}):
             if network not in finals:
                 continue
             home = {w.address for w in wallets if w.network == network}
             own[network] = await inputs.transfers_touching(conn, network, sorted(home), since,
                                                            finals[network])
-            wanted[network], fetched[network], hit, complete = await self._trace_frontier(
-                conn, network, home, own[network], since, finals[network])
-            if hit:
-                capped.add(network)
-            settled = settled and complete
-        return own, wanted, fetched, capped, settled
+            frontiers[network] = await self._trace_frontier(conn, network, home, own[network], since,
+                                                            finals[network])
+        return own, frontiers
 
     async def _trace_frontier(self, conn: AsyncConnection, network: str, home: set[str], own: list[Transfer],
-                              since: datetime, final: int) -> tuple[list[str], list[Transfer], bool, bool]:
-        """The addresses the funding trace needs fetched, the transfers of them indexed now, whether the
-        `max_addresses` cap cut the list, and whether each address's history from `since` was complete
-        (backfilled) before it was read. Level by level, as far as what is indexed now shows: the
-        payers into the wallets; then, in each payer's history, the senders of the inflows that funded
-        those payments (the trace's own last-in-first-out attribution: a busy payer adds only the few
-        senders whose money reached it last before it paid the user, not its thousands), and so on
-        `max_hops` deep. No address is left out but the zero address, whose transfers are mints."""
+                              since: datetime, final: int) -> _Frontier:
+        """The addresses the funding trace needs fetched and the transfers of them indexed now, level by
+        level, as far as what is indexed now shows: the payers into the wallets; then, in each payer's
+        history, the senders of the inflows that funded those payments (the trace's own last-in-first-out
+        attribution: a busy payer adds only the few senders whose money reached it last before it paid the
+        user, not its thousands), and so on `max_hops` deep. No address is left out but the zero address,
+        whose transfers are mints. An omnibus payer's year is not read: only its last `max_pieces`
+        inflows before each payment traced can have funded it, so those windows are (decision 355). At
+        the last two hops a payer the wallets' money cannot have reached by then is not read (decision
+        356)."""
         trace = self.config.funding_trace
-        wanted: list[str] = []
-        fetched: list[Transfer] = []
+        frontier = _Frontier()
+        fetched = frontier.fetched
         excluded = set(home) | {ZERO_ADDRESS}
         payments = [t for t in own if t.to_address in home and t.from_address not in excluded]
-        capped, complete = False, True
+        paid = {t.to_address for t in own if t.from_address in home}
         for hop in range(1, trace.max_hops + 1):
             level = inputs.payers(payments, {t.to_address for t in payments}, excluded)
-            room = trace.max_addresses - len(wanted)
+            unread = await self._unreachable(conn, network, hop, level, home, paid, since, final)
+            frontier.unread |= unread
+            level = [a for a in level if a not in unread]
+            room = trace.max_addresses - len(frontier.wanted)
             if len(level) > room:
-                capped, level = True, level[:room]
+                frontier.capped, level = True, level[:room]
             if not level:
                 break
-            wanted += level
+            frontier.wanted += level
             excluded |= set(level)
-            complete = complete and await inputs.backfilled(conn, network, level, since) == set(level)
-            fetched += await inputs.transfers_touching(conn, network, level, since, final)
+            frontier.complete = frontier.complete and \
+                await inputs.backfilled(conn, network, level, since) == set(level)
+            omnibus = await self._omnibus_among(conn, network, level, since, final)
+            fetched += await inputs.transfers_touching(conn, network, [a for a in level if a not in omnibus],
+                                                       since, final)
+            for address in sorted(omnibus):
+                fetched += await inputs.windows_before(conn, network, address,
+                                                       [p for p in payments if p.from_address == address],
+                                                       since, trace.max_pieces)
+            frontier.windowed |= omnibus
             if hop == trace.max_hops:
                 break
-            ledger = FundingLedger([*own, *fetched], trace.max_pieces)
+            ledger = FundingLedger([*own, *fetched], trace.max_pieces, frontier.windowed)
             chosen = set(level)
             received: dict[str, list[Transfer]] = defaultdict(list)
             for t in fetched:
@@ -158,13 +189,43 @@ class TraceCollector:
                     continue
                 # What last in first out attributes the payment to, and (for the pool) the largest
                 # inflows of the payer before it, however old.
-                before = [t for t in received[p.from_address] if t.order < p.order]
+                # (The pool passes nothing through a windowed omnibus: no largest inflows there.)
+                before = [] if p.from_address in frontier.windowed else \
+                    [t for t in received[p.from_address] if t.order < p.order]
                 largest = sorted(before, key=lambda t: (-t.amount, t.order))[:POOL_FOLLOW]
                 for inflow in [*(i for i, _ in ledger.pieces(p)), *largest]:
                     if inflow.from_address not in home:
                         following[inflow.key] = inflow
             payments = list(following.values())
-        return wanted, fetched, capped, complete
+        return frontier
+
+    async def _unreachable(self, conn: AsyncConnection, network: str, hop: int, level: list[str],
+                           home: set[str], paid: set[str], since: datetime, final: int) -> set[str]:
+        """The payers of `level` that cannot hold the wallets' money at this hop (decision 356). At the last
+        hop the trace counts only inflows straight from the wallets (one more payer back is one intermediary
+        too many): a payer the wallets never paid. At the hop before, inflows from the wallets or from an
+        address they paid: a payer that neither paid, by its history from `since` as indexed whole now, and
+        no omnibus (those are read in windows). Any other is read, as every payer was before."""
+        hops = self.config.funding_trace.max_hops
+        if not LAST_HOPS_PRUNED or hop < hops - 1:
+            return set()
+        unpaid = [a for a in level if a not in paid]
+        if hop == hops:
+            return set(unpaid)
+        indexed = await inputs.backfilled(conn, network, unpaid, since)
+        quiet = indexed - await inputs.busy_receivers(conn, network, sorted(indexed), final, OMNIBUS_PROBE)
+        return quiet - await inputs.paid_by(conn, network, sorted(quiet), sorted(home | paid), since, final)
+
+    async def _omnibus_among(self, conn: AsyncConnection, network: str, level: list[str], since: datetime,
+                             final: int) -> set[str]:
+        """The addresses of `level` with at least OMNIBUS_PROBE inflows whose latest OMNIBUS_PROBE inflows
+        show an omnibus day (`Omnibus`); a quieter address is read whole, as its reading is cheap."""
+        busy = await inputs.busy_receivers(conn, network, level, final, OMNIBUS_PROBE)
+        if not busy:
+            return set()
+        latest = await inputs.latest_inflows(conn, network, sorted(busy), since, final, OMNIBUS_PROBE)
+        found = Omnibus([t for items in latest.values() for t in items], self.config.funding_trace)
+        return {a for a in busy if a in found}
 
     async def _trace_ready(self, conn: AsyncConnection, wanted: dict[str, list[str]], since: datetime,
                            fetch_requested_at: datetime | None,
