@@ -149,11 +149,12 @@ inflows AS (
 starts AS (SELECT pb, pl, min(block_number) AS sb FROM inflows GROUP BY pb, pl)
 SELECT {_COLUMNS} FROM inflows
 UNION
-SELECT t.network, t.tx_hash, t.log_index, t.block_number, t.block_timestamp, t.token, t.from_address,
-       t.to_address, t.amount
-FROM starts JOIN token_transfers t ON t.network = :network AND t.from_address = :address
-  AND t.block_number >= starts.sb AND (t.block_number, t.log_index) < (starts.pb, starts.pl)
-  AND t.block_timestamp >= :since
+SELECT o.* FROM starts CROSS JOIN LATERAL (
+  SELECT {_COLUMNS} FROM token_transfers t
+  WHERE t.network = :network AND t.from_address = :address AND t.block_timestamp >= :since
+    AND (t.block_number, t.log_index) >= (starts.sb, 0)
+    AND (t.block_number, t.log_index) < (starts.pb, starts.pl)
+  OFFSET 0) o  -- kept a lateral (not flattened into a join): one index range per window, not every payment
 """
 
 
@@ -177,25 +178,57 @@ async def busy_receivers(conn: AsyncConnection, network: str, addresses: Sequenc
     return {r.address for r in rows}
 
 
-# The addresses among a list that received from any of `senders` (one index range of inflows each).
+# Which of `senders` paid each of a list of addresses (one index range of inflows each).
 _PAID_BY = """
-SELECT a.address FROM unnest(CAST(:addresses AS text[])) AS a(address)
-WHERE EXISTS (
-  SELECT 1 FROM token_transfers t
-  WHERE t.network = :network AND t.to_address = a.address AND t.from_address = ANY(CAST(:senders AS text[]))
-    AND t.block_number <= :final AND t.block_timestamp >= :since)
+SELECT DISTINCT t.from_address AS sender, t.to_address AS receiver
+FROM unnest(CAST(:addresses AS text[])) AS a(address)
+JOIN token_transfers t ON t.network = :network AND t.to_address = a.address
+  AND t.from_address = ANY(CAST(:senders AS text[])) AND t.block_number <= :final
+  AND t.block_timestamp >= :since
+"""
+
+# Which of `receivers` an address paid while one of the given inflows of it (block, log index) was among its
+# last `depth` inflows: after the inflow, before the `depth`-th inflow after it.
+_PAID_WHILE_RECENT = """
+WITH d(b, l) AS (SELECT * FROM unnest(CAST(:blocks AS bigint[]), CAST(:logs AS int[]))),
+w AS (
+  SELECT d.b, d.l, coalesce(e.b, :final + 1) AS eb, coalesce(e.l, 0) AS el
+  FROM d LEFT JOIN LATERAL (
+    SELECT t.block_number AS b, t.log_index AS l FROM token_transfers t
+    WHERE t.network = :network AND t.to_address = :address AND (t.block_number, t.log_index) > (d.b, d.l)
+      AND t.block_number <= :final
+    ORDER BY t.block_number, t.log_index OFFSET :depth - 1 LIMIT 1) e ON true)
+SELECT DISTINCT o.receiver FROM w CROSS JOIN LATERAL (
+  SELECT t.to_address AS receiver FROM token_transfers t
+  WHERE t.network = :network AND t.from_address = :address AND t.to_address = ANY(CAST(:receivers AS text[]))
+    AND (t.block_number, t.log_index) > (w.b, w.l) AND (t.block_number, t.log_index) < (w.eb, w.el)
+  OFFSET 0) o  -- kept a lateral: one index range per window
 """
 
 
 async def paid_by(conn: AsyncConnection, network: str, addresses: Sequence[str], senders: Sequence[str],
-                  since: datetime, up_to_block: int) -> set[str]:
-    """Those of `addresses` that received a final transfer from `since` from any of `senders`."""
+                  since: datetime, up_to_block: int) -> set[tuple[str, str]]:
+    """(sender, receiver) for each of `addresses` that received a final transfer from `since` from one of
+    `senders`."""
     if not addresses or not senders:
         return set()
     rows = await conn.execute(text(_PAID_BY), {
         "addresses": list(addresses), "senders": list(senders), "network": network, "final": up_to_block,
         "since": since})
-    return {r.address for r in rows}
+    return {(r.sender, r.receiver) for r in rows}
+
+
+async def paid_while_recent(conn: AsyncConnection, network: str, address: str, inflows: Sequence[Transfer],
+                            receivers: Sequence[str], depth: int, up_to_block: int) -> set[str]:
+    """Those of `receivers` that `address` paid while one of `inflows` (into it) was among its last `depth`
+    inflows: the only payments of an omnibus that inflow can have funded (decision 356)."""
+    if not inflows or not receivers:
+        return set()
+    rows = await conn.execute(text(_PAID_WHILE_RECENT), {
+        "blocks": [t.block_number for t in inflows], "logs": [t.log_index for t in inflows],
+        "network": network, "address": address, "receivers": list(receivers), "depth": depth,
+        "final": up_to_block})
+    return {r.receiver for r in rows}
 
 
 async def latest_inflows(conn: AsyncConnection, network: str, addresses: Sequence[str], since: datetime,

@@ -5,6 +5,7 @@ asking the indexer to backfill the ones it does not watch yet and waiting for th
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ POOL_FOLLOW = 16
 # A payer with at least this many inflows is looked at before its history is read: when its latest this many
 # inflows show an omnibus day, only the windows before the payments traced are read (decision 355).
 OMNIBUS_PROBE = 1000
+# How long a worker keeps what it found about a busy payer (an exchange's hot wallet stays one).
+OMNIBUS_MEMORY_S = 600.0
 # At the trace's last two hops, leave unread the payers the wallets' money cannot have reached by then
 # (decision 356); False reads every one, as before (tests compare the two).
 LAST_HOPS_PRUNED = True
@@ -69,6 +72,9 @@ class TraceCollector:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.config = settings.verification
+        # (network, address, since) -> (monotonic time looked at, whether it is an omnibus): a busy payer's
+        # latest inflows are read once per OMNIBUS_MEMORY_S per worker, not once per VIP meeting it.
+        self._omnibus_seen: dict[tuple[str, str, datetime], tuple[float, bool]] = {}
 
     async def gather(self, conn: AsyncConnection, wallets: list[Wallet], since: datetime,
                      fetch_requested_at: datetime | None,
@@ -152,10 +158,9 @@ class TraceCollector:
         fetched = frontier.fetched
         excluded = set(home) | {ZERO_ADDRESS}
         payments = [t for t in own if t.to_address in home and t.from_address not in excluded]
-        paid = {t.to_address for t in own if t.from_address in home}
         for hop in range(1, trace.max_hops + 1):
             level = inputs.payers(payments, {t.to_address for t in payments}, excluded)
-            unread = await self._unreachable(conn, network, hop, level, home, paid, since, final)
+            unread = await self._unreachable(conn, network, hop, level, own, home, since, final)
             frontier.unread |= unread
             level = [a for a in level if a not in unread]
             room = trace.max_addresses - len(frontier.wanted)
@@ -200,32 +205,52 @@ class TraceCollector:
         return frontier
 
     async def _unreachable(self, conn: AsyncConnection, network: str, hop: int, level: list[str],
-                           home: set[str], paid: set[str], since: datetime, final: int) -> set[str]:
+                           own: list[Transfer], home: set[str], since: datetime, final: int) -> set[str]:
         """The payers of `level` that cannot hold the wallets' money at this hop (decision 356). At the last
         hop the trace counts only inflows straight from the wallets (one more payer back is one intermediary
         too many): a payer the wallets never paid. At the hop before, inflows from the wallets or from an
-        address they paid: a payer that neither paid, by its history from `since` as indexed whole now, and
-        no omnibus (those are read in windows). Any other is read, as every payer was before."""
-        hops = self.config.funding_trace.max_hops
-        if not LAST_HOPS_PRUNED or hop < hops - 1:
+        address they paid (from an omnibus they paid, only while one of their payments into it was among its
+        last `max_pieces` inflows): a payer that had none, by its history from `since` as indexed whole
+        now, and no omnibus (those are read in windows). Any other is read, as every payer was before."""
+        trace = self.config.funding_trace
+        if not LAST_HOPS_PRUNED or hop < trace.max_hops - 1:
             return set()
+        paid: dict[str, list[Transfer]] = defaultdict(list)  # what the wallets paid each address
+        for t in own:
+            if t.from_address in home and t.to_address not in home:
+                paid[t.to_address].append(t)
         unpaid = [a for a in level if a not in paid]
-        if hop == hops:
+        if hop == trace.max_hops:
             return set(unpaid)
         indexed = await inputs.backfilled(conn, network, unpaid, since)
         quiet = indexed - await inputs.busy_receivers(conn, network, sorted(indexed), final, OMNIBUS_PROBE)
-        return quiet - await inputs.paid_by(conn, network, sorted(quiet), sorted(home | paid), since, final)
+        pairs = await inputs.paid_by(conn, network, sorted(quiet), sorted(home | paid.keys()), since, final)
+        senders = {s for s, _ in pairs} - home
+        omnibus = await self._omnibus_among(conn, network, sorted(senders), since, final)
+        reached = {r for s, r in pairs if s not in omnibus}
+        for address in sorted(omnibus):
+            receivers = sorted({r for s, r in pairs if s == address} - reached)
+            reached |= await inputs.paid_while_recent(conn, network, address, paid[address], receivers,
+                                                      trace.max_pieces, final)
+        return quiet - reached
 
     async def _omnibus_among(self, conn: AsyncConnection, network: str, level: list[str], since: datetime,
                              final: int) -> set[str]:
         """The addresses of `level` with at least OMNIBUS_PROBE inflows whose latest OMNIBUS_PROBE inflows
         show an omnibus day (`Omnibus`); a quieter address is read whole, as its reading is cheap."""
         busy = await inputs.busy_receivers(conn, network, level, final, OMNIBUS_PROBE)
-        if not busy:
-            return set()
-        latest = await inputs.latest_inflows(conn, network, sorted(busy), since, final, OMNIBUS_PROBE)
-        found = Omnibus([t for items in latest.values() for t in items], self.config.funding_trace)
-        return {a for a in busy if a in found}
+        now = time.monotonic()
+        unknown = sorted(a for a in busy if (hit := self._omnibus_seen.get((network, a, since))) is None
+                         or now - hit[0] > OMNIBUS_MEMORY_S)
+        if unknown:
+            if len(self._omnibus_seen) > 10_000:  # forget what is stale (another day's `since`, say)
+                self._omnibus_seen = {k: v for k, v in self._omnibus_seen.items()
+                                      if now - v[0] <= OMNIBUS_MEMORY_S}
+            latest = await inputs.latest_inflows(conn, network, unknown, since, final, OMNIBUS_PROBE)
+            found = Omnibus([t for items in latest.values() for t in items], self.config.funding_trace)
+            for address in unknown:
+                self._omnibus_seen[(network, address, since)] = (now, address in found)
+        return {a for a in busy if self._omnibus_seen[(network, a, since)][1]}
 
     async def _trace_ready(self, conn: AsyncConnection, wanted: dict[str, list[str]], since: datetime,
                            fetch_requested_at: datetime | None,
