@@ -14,6 +14,7 @@ Fraud strategies faked a month at a time (a fake month's platform record names t
   parked           the money waits 2 to 4 weeks at the intermediary before it comes back
   busy_hub         through an exchange's hot wallet (thousands of deposits and withdrawals around it):
                    deposited, withdrawn at once to an intermediary, paid back as salary
+  deep_hub         busy_hub with three intermediaries after the exchange (four in all, the trace's reach)
   mixed_salary     the named payer mixes a real salary part (30-45%) with the user's money
   swap_laundering  out in USDC, swapped to USDT through a DEX router by the intermediary, back in USDT
   chain_then_split out through two intermediaries, the last pays the salary in two transfers a month
@@ -88,7 +89,7 @@ PERIODS = ["2026-01", "2026-02", "2026-03", "2026-04", "2026-05", "2026-06"]
 # Faked one month at a time (a record per fake month names the address that pays it).
 PER_MONTH = ("one_hop", "multi_hop", "payer_in_loop", "split", "merged_biweekly", "several_wallets", "parked",
              "busy_hub", "mixed_salary", "swap_laundering", "chain_then_split", "payer_with_business",
-             "split_payout", "shared_transfer", "late_round_trip")
+             "split_payout", "shared_transfer", "late_round_trip", "deep_hub")
 # Faked all at once: the money of every fake month leaves the user before the first of them is paid.
 AT_ONCE = ("patient_escrow", "escrow_chain", "drip_escrow", "dusted_escrow")
 FRAUD = PER_MONTH + AT_ONCE
@@ -283,6 +284,19 @@ def fake_busy_hub(c: Case, period: str, salary: int) -> None:
     c.record(pay_at.date(), Decimal(salary), x)
 
 
+def fake_deep_hub(c: Case, period: str, salary: int) -> None:
+    w, amount, pay_at = c.wallets[0], salary * UNIT, paid_at(c, period)
+    hub, x3, x2, x1 = c.exchange, c.address(), c.address(), c.address()
+    deposit_at = leaving(c, pay_at)
+    c.hub_traffic(hub, deposit_at, every_min=3)
+    c.send(w, hub, amount, deposit_at, fraud=True)
+    c.send(hub, x3, amount, deposit_at + timedelta(seconds=c.rng.randint(12, 60)))
+    c.send(x3, x2, amount, deposit_at + timedelta(hours=2))
+    c.send(x2, x1, amount, deposit_at + timedelta(hours=5))
+    c.send(x1, w, amount, pay_at, fraud=True)
+    c.record(pay_at.date(), Decimal(salary), x1)
+
+
 def fake_mixed_salary(c: Case, period: str, salary: int) -> None:
     w, amount, pay_at = c.wallets[0], salary * UNIT, paid_at(c, period)
     leave = leaving(c, pay_at)
@@ -378,7 +392,8 @@ def fake_shared_transfer(c: Case, period: str, salary: int) -> None:
 PER_MONTH_FAKES: dict[str, Callable[[Case, str, int], None]] = {
     "one_hop": fake_one_hop, "multi_hop": fake_through_hops, "payer_in_loop": fake_through_hops,
     "parked": fake_through_hops, "split": fake_split, "merged_biweekly": fake_merged_biweekly,
-    "several_wallets": fake_several_wallets, "busy_hub": fake_busy_hub, "mixed_salary": fake_mixed_salary,
+    "several_wallets": fake_several_wallets, "busy_hub": fake_busy_hub, "deep_hub": fake_deep_hub,
+    "mixed_salary": fake_mixed_salary,
     "swap_laundering": fake_swap_laundering, "payer_with_business": fake_payer_with_business,
     "late_round_trip": fake_late_round_trip, "chain_then_split": fake_chain_then_split,
     "split_payout": fake_split_payout, "shared_transfer": fake_shared_transfer,
