@@ -104,3 +104,4 @@ async def test_windows_at_omnibus_payers_give_the_reports_whole_reads_give(engin
                 (token_transfers.c.from_address == address) | (token_transfers.c.to_address == address)))
             assert history >= probe
             assert rows < history // 2, (address, rows, history)
+

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import simplejson
-from sqlalchemy.engine import make_url
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from vip.resources import migrations_dir
@@ -32,15 +32,24 @@ def _json_loads(text: str) -> object:
 
 
 def create_engine(url: str, pool_size: int = 10, pre_ping: bool = True) -> AsyncEngine:
-    # JIT compilation off (unless the URL sets its own server options): the service's statements are short
-    # index reads, and one whose estimated cost passes jit_above_cost paid 25-300 ms of compiling for a
-    # 4 ms read (decision 357).
-    connect_args = {} if "options" in make_url(url).query else {"options": "-c jit=off"}
     engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=pre_ping,
-                                 json_serializer=_json_dumps, json_deserializer=_json_loads,
-                                 connect_args=connect_args)
+                                 json_serializer=_json_dumps, json_deserializer=_json_loads)
+    event.listen(engine.sync_engine, "connect", _jit_off, insert=True)
     transaction_guard.watch(engine)
     return engine
+
+
+def _jit_off(dbapi_connection: Any, _record: Any) -> None:
+    """JIT compilation off for the session: the service's statements are short index reads, and one whose
+    estimated cost passed jit_above_cost paid 25-300 ms of compiling for a 4 ms read (decision 357). A SET
+    on each new connection (SQLAlchemy's documented pattern), not a startup option, which connection poolers
+    refuse."""
+    autocommit = dbapi_connection.autocommit
+    dbapi_connection.autocommit = True
+    cursor = dbapi_connection.cursor()
+    cursor.execute("SET jit = off")
+    cursor.close()
+    dbapi_connection.autocommit = autocommit
 
 
 @asynccontextmanager
