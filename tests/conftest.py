@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from sqlalchemy.ext.asyncio import AsyncEngine
 from web3 import Web3
 
@@ -22,6 +23,11 @@ from vip.store.engine import create_engine
 
 # The fast lane and the full suite (markers chain, e2e and fuzz; tests/support/lanes.py)
 pytest_plugins = ("tests.support.lanes",)
+
+# Property tests run beside Anvil nodes and PostgreSQL servers on two cores: how long one example takes to
+# draw or run says nothing about the property (a draw of 0.9 s under load failed a run on too_slow).
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 
 def pytest_configure(config: pytest.Config) -> None:
