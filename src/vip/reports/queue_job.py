@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
@@ -47,7 +48,7 @@ def history_from(periods: Sequence[str], records: Sequence[IncomeRecord],
     return earliest - timedelta(days=config.matching.days_before + config.funding_trace.history_days)
 
 
-class QueueJob:
+class QueueJob(ABC):
     """One worker of a job's queue. A job names itself (`job`, its log), its queue (`queue`: a store module
     with `oldest_pending_age(conn, now)` and `take_due(conn, now)`), and says how a row is worked (`work`),
     what a failure does to the row (`failed`) and what a worked row counts as (`finished`). `run_once` does
@@ -95,18 +96,22 @@ class QueueJob:
 
     # --- what each job says ----------------------------------------------------------------------------
 
+    @abstractmethod
     def bind(self, row: Any) -> FilteringBoundLogger:
-        raise NotImplementedError
+        """The job's logger bound to the row's identifiers."""
 
+    @abstractmethod
     async def work(self, conn: AsyncConnection, row: Any, now: datetime, bound: FilteringBoundLogger) -> Any:
-        raise NotImplementedError
+        """Work the row inside the step's savepoint; what `finished` is given."""
 
+    @abstractmethod
     async def failed(self, conn: AsyncConnection, row: Any, now: datetime, attempt: int,
                      will_retry: bool) -> None:
-        raise NotImplementedError
+        """Record in the queue that working the row failed (a retry later, or given up)."""
 
+    @abstractmethod
     def finished(self, result: Any, seconds: float, bound: FilteringBoundLogger) -> bool:
-        raise NotImplementedError
+        """Log the result; True when there may be more to do at once."""
 
     # --- what both jobs do -----------------------------------------------------------------------------
 
