@@ -72,3 +72,29 @@ def throwaway_database(database_url: str | None, name: str, show: tuple[str, ...
 
             pgserver.get_server(tmp / "pg").cleanup()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def kept_database(database_url: str, name: str, show: tuple[str, ...]
+                  ) -> Iterator[tuple[BenchDatabase, bool]]:
+    """A database `name` on the server at `database_url` that outlives the run: created when absent (yields
+    fresh=True), reused with its data when present (fresh=False); migrated to the head either way, so a kept
+    database measures today's schema. For a bench whose seeding costs minutes, to measure again on the same
+    data; drop it with `DROP DATABASE name`."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    server_url = to_sqlalchemy_url(database_url)
+    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    pg_url = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    admin = make_url(server_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        fresh = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None
+    try:
+        if fresh:
+            pg_admin(server_url, f"CREATE DATABASE {name}")
+        migrate(url)
+        with psycopg.connect(pg_url) as conn:
+            settings = {k: conn.execute(f"SHOW {k}").fetchone()[0] for k in show}
+        yield BenchDatabase(url, pg_url, f"kept database {name} on --database-url", tmp, settings,
+                            server_url), fresh
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -21,7 +21,8 @@ What it does:
   3. VIP job: asks for a 12-month VIP of `--vips` borrowers (default 200) and runs the daemon's job
      (`VipReportJob.run_once`, funding trace included, with the daemon's `tune_runtime`) until none is
      pending or `--vip-budget` seconds have passed, one worker on one connection. Prints the latency of
-     each VIP (p50/p99/max: the single 12-month VIP with its funding trace), VIPs per minute of the
+     each VIP (p50/p99/max: the single 12-month VIP with its funding trace; where the three slowest fall
+     in the run, and p99/max from the sixth on, past the cold start), VIPs per minute of the
      worker's wall clock, and VIPs per minute per core: the CPU the worker and its PostgreSQL backend
      spent (psutil on both processes; a backend of a server on another host is not measured, then only
      the worker's CPU counts).
@@ -47,6 +48,10 @@ Run (from the repository root):
     .venv/bin/python bench/lender_scale.py --transfers 1000000 --borrowers 10000 --vips 100
     .venv/bin/python bench/lender_scale.py --transfers 200000 --borrowers 2000 --explain
     DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/lender_scale.py
+    # seed once into a kept database (--keep NAME), then measure again on it without seeding:
+    .venv/bin/python bench/lender_scale.py --bulk --keep lender_10m \
+        --database-url postgresql://postgres@127.0.0.1:5432/postgres
+    .venv/bin/python bench/lender_scale.py --database-url ... --keep lender_10m --sample-seed 5
 """
 
 from __future__ import annotations
@@ -57,13 +62,16 @@ import io
 import json
 import logging
 import os
+import pickle
 import platform
 import random
 import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager as ContextManager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -80,7 +88,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench.api_transactions_load import free_port, percentile, wait_ready
-from bench.benchdb import throwaway_database
+from bench.benchdb import BenchDatabase, kept_database, throwaway_database
 from vip.accounts import keys
 from vip.api.app import create_app
 from vip.config import ApiConfig, RateLimitConfig, Settings, load_settings
@@ -102,6 +110,7 @@ UNIT = 10**6
 GOAL_API_P99_MS = 50.0
 GOAL_VIP_S = 1.0
 GOAL_VIPS_PER_MIN_CORE = 100_000 / (24 * 60)
+WARM_UP = 5  # VIPs the bench also leaves out of a second p99 (the cache and the omnibus memory filling)
 EXCHANGES_PER_NETWORK = 3
 BORROWERS_PER_EMPLOYER = 40
 BORROWERS_PER_MERCHANT = 40
@@ -444,11 +453,12 @@ def seed(pg_url: str, transfers: int, borrowers: int, seed_value: int, key_count
 
 @dataclass
 class VipFigures:
-    latencies: list[float]
+    latencies: list[float]  # sorted
     wall_s: float
     worker_cpu_s: float
     backend_cpu_s: float | None
     statuses: dict[str, int]
+    in_order: list[float] = field(default_factory=list)  # as the job ran them
 
 
 async def run_vips(url: str, settings: Settings, data: Seeded, borrowers: Sequence[Borrower],
@@ -458,11 +468,13 @@ async def run_vips(url: str, settings: Settings, data: Seeded, borrowers: Sequen
     engine = create_engine(url, pool_size=1)
     job = VipReportJob(settings, engine, FixedClock(), settings.platforms)
     try:
+        ids = []
         async with engine.begin() as conn:
             for b in borrowers:
-                await vip_reports.request_report(conn, organisation_id=data.organisation_id,
-                                                 user_id=b.user_id, lookback_months=12, refresh=False,
-                                                 now=NOW, cache=timedelta(hours=24))
+                row, _ = await vip_reports.request_report(conn, organisation_id=data.organisation_id,
+                                                          user_id=b.user_id, lookback_months=12, refresh=True,
+                                                          now=NOW, cache=timedelta(hours=24))
+                ids.append(row.id)
         async with engine.connect() as conn:
             backend_pid = await conn.scalar(text("SELECT pg_backend_pid()"))
         backend = _process(backend_pid)
@@ -480,11 +492,19 @@ async def run_vips(url: str, settings: Settings, data: Seeded, borrowers: Sequen
         async with engine.connect() as conn:
             same = await conn.scalar(text("SELECT pg_backend_pid()")) == backend_pid
             statuses = dict((await conn.execute(text(
-                "SELECT status, count(*) FROM vip_reports GROUP BY status"))).all())
+                "SELECT status, count(*) FROM vip_reports WHERE id = ANY(:ids) GROUP BY status"),
+                {"ids": ids})).all())
     finally:
         await engine.dispose()
     backend_cpu = backend1 - backend0 if backend0 is not None and backend1 is not None and same else None
-    return VipFigures(sorted(latencies), wall, cpu1 - cpu0, backend_cpu, statuses)
+    return VipFigures(sorted(latencies), wall, cpu1 - cpu0, backend_cpu, statuses, latencies)
+
+
+def finished_vips(pg_url: str) -> set[str]:
+    """The borrowers with a finished VIP (this run's, and on a kept database earlier runs')."""
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT DISTINCT user_id FROM vip_reports WHERE status <> 'pending'")
+        return {r[0] for r in rows}
 
 
 def backend_cpu(pg_url: str) -> dict[int, float]:
@@ -598,8 +618,11 @@ async def staff_cookie(url: str, organisation_id: str) -> str:
     engine = create_engine(url, pool_size=1)
     try:
         async with engine.begin() as conn:
-            member = await staff_store.add_member(conn, organisation_id, "analyst@lender.example",
-                                                  "a long bench password 1!", "analyst")
+            email = "analyst@lender.example"
+            # A kept database has the analyst from an earlier run.
+            members = [m for m in await staff_store.list_members(conn, organisation_id) if m.email == email]
+            member = members[0] if members else await staff_store.add_member(
+                conn, organisation_id, email, "a long bench password 1!", "analyst")
             token, _ = await staff_store.open_session(conn, member)
     finally:
         await engine.dispose()
@@ -699,6 +722,12 @@ def print_vips(v: VipFigures) -> dict[str, Any]:
     print(f"\nVIP job: {n} 12-month VIPs with funding trace, one worker, statuses {v.statuses}")
     print(f"  latency s: p50 {p50:.3f}  p90 {percentile(v.latencies, 90):.3f}  p99 {p99:.3f}  "
           f"max {v.latencies[-1]:.3f}")
+    # Where the slowest fall in the run: the first ones meet a cold cache and an empty omnibus memory.
+    slowest = sorted(range(n), key=lambda i: -v.in_order[i])[:3]
+    warm = sorted(v.in_order[WARM_UP:])
+    print("  slowest (position in the run): " + ", ".join(f"#{i + 1} {v.in_order[i]:.3f} s" for i in slowest)
+          + (f"; from the {WARM_UP + 1}th on: p99 {percentile(warm, 99):.3f}  max {warm[-1]:.3f}" if warm
+             else ""))
     backend = f"{v.backend_cpu_s:.1f}s" if v.backend_cpu_s is not None else "not measured"
     print(f"  wall {v.wall_s:.1f}s: {per_min_wall:.1f} VIPs/min; CPU: worker {v.worker_cpu_s:.1f}s + "
           f"PostgreSQL backend {backend} = {per_min_core:.1f} VIPs/min per core")
@@ -738,11 +767,39 @@ def print_load(result: dict[str, Any], clients: int, rate: float) -> dict[str, A
     return out
 
 
+@contextmanager
+def _fresh(databases: ContextManager[BenchDatabase]) -> Iterator[tuple[BenchDatabase, bool]]:
+    with databases as db:
+        yield db, True
+
+
+def seeded(db: BenchDatabase, fresh: bool, args: argparse.Namespace) -> Seeded:
+    """The population: seeded now, or (a kept database seeded before) read back from the database."""
+    if not fresh:
+        with psycopg.connect(db.pg_url) as conn:
+            found = conn.execute("SELECT to_regclass('bench_seeded') IS NOT NULL").fetchone()[0]
+            row = conn.execute("SELECT population FROM bench_seeded").fetchone() if found else None
+        if row is None:
+            sys.exit(f"database {args.keep} exists but holds no seeded population; drop it and run again")
+        data: Seeded = pickle.loads(row[0])
+        print(f"reusing {data.transfers:,} transfers, {len(data.borrowers):,} borrowers in {args.keep}",
+              flush=True)
+        return data
+    print(f"seeding about {args.transfers:,} transfers over {args.borrowers:,} borrowers", flush=True)
+    data = seed(db.pg_url, args.transfers, args.borrowers, args.seed, labels=not args.no_labels,
+                bulk=args.bulk)
+    if args.keep:
+        with psycopg.connect(db.pg_url) as conn:
+            conn.execute("CREATE TABLE bench_seeded (population bytea NOT NULL)")
+            conn.execute("INSERT INTO bench_seeded VALUES (%s)", (pickle.dumps(data),))
+    return data
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--transfers", type=int, default=10_000_000, help="transfers in the store (about)")
     parser.add_argument("--borrowers", type=int, default=100_000)
-    parser.add_argument("--vips", type=int, default=200, help="12-month VIPs generated by the job")
+    parser.add_argument("--vips", type=int, default=200, help="12-month VIPs generated by the job (0: none)")
     parser.add_argument("--vip-budget", type=float, default=900.0,
                         help="seconds the VIP job may run; the VIPs not generated by then are left pending")
     parser.add_argument("--no-labels", action="store_true",
@@ -762,6 +819,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"),
                         help="PostgreSQL server (default: $DATABASE_URL, else embedded pgserver)")
+    parser.add_argument("--keep", metavar="NAME",
+                        help="seed into database NAME on --database-url and keep it; a later run with the "
+                             "same NAME measures on it without seeding again")
+    parser.add_argument("--sample-seed", type=int, help="which borrowers get a VIP (default: from --seed)")
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)  # a server child
     args = parser.parse_args()
     if args.serve:
@@ -773,11 +834,12 @@ def main() -> None:
     shown = ("server_version", "shared_buffers", "work_mem", "synchronous_commit")
     figures: dict[str, Any] = {}
     servers: list[subprocess.Popen] = []
-    with throwaway_database(args.database_url, "vip-bench-lender", shown) as db:
+    if args.keep and not args.database_url:
+        parser.error("--keep needs --database-url (or $DATABASE_URL)")
+    with (kept_database(args.database_url, args.keep, shown) if args.keep
+          else _fresh(throwaway_database(args.database_url, "vip-bench-lender", shown))) as (db, fresh):
         try:
-            print(f"seeding about {args.transfers:,} transfers over {args.borrowers:,} borrowers", flush=True)
-            data = seed(db.pg_url, args.transfers, args.borrowers, args.seed, labels=not args.no_labels,
-                        bulk=args.bulk)
+            data = seeded(db, fresh, args)
             print(f"seeded {data.transfers:,} transfers, {len(data.borrowers):,} borrowers, "
                   f"{len(data.employers):,} employers, {data.addresses:,} watched addresses in "
                   f"{data.seconds:.0f}s", flush=True)
@@ -786,11 +848,13 @@ def main() -> None:
             if args.explain:
                 explain_plans(db.pg_url, data)
 
-            chosen = random.Random(args.seed + 1).sample(data.borrowers, min(args.vips, len(data.borrowers)))
+            sample_seed = args.seed + 1 if args.sample_seed is None else args.sample_seed
+            chosen = random.Random(sample_seed).sample(data.borrowers, min(args.vips, len(data.borrowers)))
             tune_runtime()  # as `vip index`, whose process runs the VIP job, does
-            vips = asyncio.run(run_vips(db.url, settings, data, chosen, args.vip_budget))
-            figures["vip"] = print_vips(vips)
-            vip_users = {b.user_id for b in chosen[:len(vips.latencies)]}
+            if chosen:
+                vips = asyncio.run(run_vips(db.url, settings, data, chosen, args.vip_budget))
+                figures["vip"] = print_vips(vips)
+            vip_users = finished_vips(db.pg_url)
 
             ports = [free_port() for _ in range(args.servers)]
             log = open(db.tmp / "serve.log", "ab")  # noqa: SIM115 - handed to the children

@@ -95,6 +95,7 @@ async def test_rate_limit_headers_and_429_shared_across_processes(api, aiohttp_c
     other = await aiohttp_client(create_app(api.settings, database_url))
     headers = await api.headers()
     limit = api.settings.api.rate_limits.default_per_key
+    await api.in_one_rate_window()
     statuses = []
     for i in range(limit + 1):
         client = api.client if i % 2 else other
@@ -246,6 +247,7 @@ async def test_requests_refused_for_another_organisations_user_spend_only_their_
     user_id = await api.user("acme")
     limit = api.settings.api.rate_limits.vip_report_per_user
     globex = await api.headers("globex")
+    await api.in_one_rate_window()
     for _ in range(limit):
         resp = await api.client.get(f"/v1/vip-report?user_id={user_id}", headers=globex)
         assert resp.status == 404

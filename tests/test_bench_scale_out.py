@@ -18,10 +18,11 @@ pytestmark = pytest.mark.e2e
 
 def test_scale_out_bench_runs_every_side_and_checks_exactly_once(databases, tmp_path):
     env = {**os.environ, "TMPDIR": str(tmp_path)}
+    # A generous bound, not a measure: 64 s on CI's machine, 239 s on a VM running at half speed.
     done = subprocess.run(
         [sys.executable, str(REPO_ROOT / "bench" / "scale_out.py"), "--payouts", "2", "--in-flight", "2",
          "--events", "12", "--seconds", "10", "--clients", "2", "--database-url", databases.server_url],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=240, check=False)
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     for side in ("charges, 1 daemon(s): 2 payouts", "charges, 2 daemon(s): 2 payouts",

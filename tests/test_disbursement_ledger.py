@@ -22,6 +22,7 @@ from tests.support.payments import (
     create_intent,
     daemon,
     disbursed_logs,
+    get_charge,
     lender,
     new_lender,
     organisation_spender,
@@ -207,8 +208,8 @@ async def test_five_loans_in_flight_from_one_treasury(pay_api, real_chain, datab
 
 
 async def charge_status(api: ApiHarness, charge_id: str) -> str:
-    resp = await api.client.get(f"/v1/charges/{charge_id}", headers=await api.headers())
-    return (await resp.json())["charge"]["status"]
+    status: str = (await get_charge(api, charge_id))["status"]
+    return status
 
 
 async def wait_paid_on_chain(api: ApiHarness, chain: RealTokenChain, charge_id: str, intent: dict,
@@ -217,8 +218,7 @@ async def wait_paid_on_chain(api: ApiHarness, chain: RealTokenChain, charge_id: 
     it, reopened it and paid it again, or saw the same bytes mined again)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        resp = await api.client.get(f"/v1/charges/{charge_id}", headers=await api.headers())
-        current = (await resp.json())["charge"]
+        current = await get_charge(api, charge_id)
         tx = current["disbursement_tx_hash"]
         if (current["status"] == "succeeded" and tx
                 and chain.node.call("eth_getTransactionReceipt", [tx]) is not None

@@ -58,11 +58,6 @@ async def test_a_retry_after_a_lost_charge_answer_gets_the_same_charge_paid_once
         who, funding, intent, approval = await confirmed_intent(api, session_chain, database_url,
                                                                 amount="31.000007", lender_index=8)
         lender_before = balance(session_chain, "USDC", funding)
-        # A daemon registered as the charge executor and then stalled (its heartbeat is still fresh): the
-        # API takes the charge and waits for it to settle, which it does not, so the API is still
-        # waiting when it is killed, after its transaction committed.
-        async with engine.begin() as conn:
-            await store.beat_executor(conn, "ex_stalled", ["local"], session_chain.accounts[1])
         port = free_port()
         server = spawn_serve(database_url, tmp_path,
                              network_overlay(api.settings.network("local"), port, charge_wait_s=120))
@@ -71,6 +66,12 @@ async def test_a_retry_after_a_lost_charge_answer_gets_the_same_charge_paid_once
                    "Content-Type": "application/json"}
         try:
             await asyncio.to_thread(wait_http, f"http://127.0.0.1:{port}/healthz", 60, server)
+            # A daemon registered as the charge executor and then stalled (its heartbeat still fresh: beaten
+            # once the server is up, which a loaded machine may take longer than the staleness limit to
+            # start): the API takes the charge and waits for it to settle, which it does not, so the API is
+            # still waiting when it is killed, after its transaction committed.
+            async with engine.begin() as conn:
+                await store.beat_executor(conn, "ex_stalled", ["local"], session_chain.accounts[1])
             async with aiohttp.ClientSession() as http:
                 first = asyncio.create_task(http.post(f"http://127.0.0.1:{port}/v1/charges", data=dumps(body),
                                                       headers=headers))

@@ -58,7 +58,7 @@ async def test_the_bench_generates_a_lender_and_measures_each_path(database_url:
     assert len(vips.latencies) == 2 and vips.statuses == {"verified": 2}
     vip_users = {b.user_id for b in chosen}
 
-    # The list's count: read from `users` alone unless a filter is on the latest VIP, and the same either way.
+    # The list's count agrees with its rows, whatever the filter.
     engine = create_engine(database_url, pool_size=1)
     try:
         for query in ({}, {"sort": "vip"}, {"q": chosen[0].user_id[4:12]}, {"status": "verified"},

@@ -8,6 +8,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -74,16 +75,30 @@ class VipClient:
         assert resp.status == 201, resp.body
         return resp.body["persona"]
 
+    def get_within_limits(self, path: str, deadline: float, stopped: Callable[[], bool] = lambda: False,
+                          **params: Any) -> ApiResponse:
+        """GET `path`; past the endpoint's rate limit, wait the Retry-After the 429 names, as a lender's
+        poller should, unless `stopped()` or the wait would end past `deadline` (time.monotonic()): then
+        the 429 is the answer."""
+        while True:
+            resp = self.get(path, **params)
+            if resp.status != 429:
+                return resp
+            until = time.monotonic() + max(1, int(resp.headers.get("Retry-After", "1")))
+            if until > deadline:
+                return resp
+            while time.monotonic() < until:
+                if stopped():
+                    return resp
+                time.sleep(0.2)
+
     def wait_for_vip(self, user_id: str, timeout_s: float = 180.0, **params: Any) -> dict:
-        """The user's VIP once the daemon has made it (GET /v1/vip-report until it is not pending). Past the
-        endpoint's per-user rate limit it waits the Retry-After the 429 names, as a lender's poller should."""
+        """The user's VIP once the daemon has made it (GET /v1/vip-report until it is not pending), waiting
+        out the endpoint's per-user rate limit (`get_within_limits`)."""
         deadline = time.monotonic() + timeout_s
         while True:
-            resp = self.get("/v1/vip-report", user_id=user_id, **params)
-            if resp.status == 429:
-                assert time.monotonic() < deadline, f"the VIP of {user_id} still pending after {timeout_s} s"
-                time.sleep(max(1, int(resp.headers.get("Retry-After", "1"))))
-                continue
+            resp = self.get_within_limits("/v1/vip-report", deadline, user_id=user_id, **params)
+            assert resp.status != 429, f"the VIP of {user_id} still pending after {timeout_s} s"
             assert resp.status in (200, 202), resp.body
             if resp.body["vip_report"]["status"] != "pending":
                 return resp.body["vip_report"]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from aiohttp.test_utils import TestClient
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vip.accounts import keys
@@ -34,6 +36,16 @@ class ApiHarness:
 
     async def headers(self, org: str = "acme", scopes: list[str] | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {await self.key(org, scopes)}"}
+
+    async def in_one_rate_window(self, seconds: float = 20.0) -> None:
+        """Wait, if need be, until the API's fixed one-minute rate-limit window (PostgreSQL's clock) has at
+        least `seconds` left: a test that spends a whole budget and then expects a 429 must not see the
+        window turn under it."""
+        async with self.engine.connect() as conn:
+            left = await conn.scalar(text(
+                "SELECT 60 - extract(epoch FROM now() - date_trunc('minute', now()))::float8"))
+        if left < seconds:
+            await asyncio.sleep(left + 0.05)
 
     async def user(self, org: str = "acme", **body) -> str:
         resp = await self.client.post("/v1/users", json=body, headers=await self.headers(org))

@@ -51,14 +51,19 @@ class ChainDriver:
         self.contracts = contracts
         self.tokens = {"USDC": contracts.usdc.lower(), "USDT": contracts.usdt.lower()}
         self.minter = self.accounts[0]
+        self.automine = True  # Anvil's default; `set_automine` keeps it true to the node
 
     # --- transactions --------------------------------------------------------------------------------
 
     def send(self, sender: str, to: str, selector: str, *args) -> str:
         types = ["address", "uint256"]
         data = "0x" + (_SELECTORS[selector] + encode(types, list(args))).hex()
-        return self.node.call("eth_sendTransaction", [{"from": sender, "to": to, "data": data,
-                                                       "gas": hex(200_000)}])
+        tx = {"from": sender, "to": to, "data": data, "gas": hex(200_000)}
+        if not self.automine:
+            return self.node.call("eth_sendTransaction", [tx])
+        # Automining, Anvil answers eth_sendTransaction before the block holding it is on the chain (a head
+        # read right after may still be the block before): the sync form answers once it is mined.
+        return self.node.call("eth_sendTransactionSync", [tx])["transactionHash"]
 
     def mint(self, token: str, to: str, amount: int) -> str:
         return self.send(self.minter, self.tokens[token], "mint", to, amount)
@@ -71,6 +76,7 @@ class ChainDriver:
 
     def set_automine(self, enabled: bool) -> None:
         self.node.call("evm_setAutomine", [enabled])
+        self.automine = enabled
 
     def mine(self, blocks: int = 1) -> None:
         self.node.call("anvil_mine", [hex(blocks)])

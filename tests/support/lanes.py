@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-# Fixtures that start processes: an Anvil node of the test's own, Chromium (two fixtures), the integrators'
-# plugin's stack (`vip dev` in a subprocess, vip/testing.py).
-E2E_FIXTURES = frozenset({"chain", "dashboard", "browser", "vip_stack"})
+# Fixtures that start processes: an Anvil node of the test's own (with the test tokens, or with the real USDC
+# and USDT contracts), Chromium (two fixtures), the integrators' plugin's stack (`vip dev` in a subprocess,
+# vip/testing.py). An Anvil is not caught by the process check (the session's is shared): name it here.
+E2E_FIXTURES = frozenset({"chain", "real_chain", "dashboard", "browser", "vip_stack"})
 # Fixtures that reach the session's Anvil (with the test tokens, or with the real USDC and USDT contracts).
 CHAIN_FIXTURES = frozenset({"anvil", "w3", "session_chain", "shared_real_chain"})
 # Processes the session starts once for every test (its PostgreSQL, its Anvil): not the test's own.

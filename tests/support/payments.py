@@ -234,14 +234,25 @@ async def payments_api(aiohttp_client, database_url: str, engine, driver: ChainD
             yield harness
 
 
+async def get_charge(api: ApiHarness, charge_id: str, org: str = "acme") -> dict:
+    """GET /v1/charges/{id} as a lender's poller does it: a 429 (60 requests a minute per key) waits the
+    Retry-After it names and asks again."""
+    while True:
+        resp = await api.client.get(f"/v1/charges/{charge_id}", headers=await api.headers(org))
+        if resp.status == 429:
+            await asyncio.sleep(int(resp.headers["Retry-After"]))
+            continue
+        assert resp.status == 200, await resp.text()
+        charge: dict = (await resp.json())["charge"]
+        return charge
+
+
 async def wait_charge_settled(api: ApiHarness, charge_id: str, org: str = "acme",
                               timeout_s: float = 60.0) -> dict:
     """GET /v1/charges/{id} until the daemon settled it (how a lender follows a 202)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        resp = await api.client.get(f"/v1/charges/{charge_id}", headers=await api.headers(org))
-        assert resp.status == 200, await resp.text()
-        charge = (await resp.json())["charge"]
+        charge = await get_charge(api, charge_id, org)
         if charge["status"] != "pending":
             return charge
         if time.monotonic() > deadline:

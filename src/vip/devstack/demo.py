@@ -148,7 +148,7 @@ def demo_outcome(client: VipClient, borrower: DemoBorrower, timeout_s: float = 1
     """What a lender sees for the borrower: the VIP (waited for while the daemon makes it) and the score."""
     deadline = time.monotonic() + timeout_s
     while True:
-        report = client.get("/v1/vip-report", user_id=borrower.user_id)
+        report = client.get_within_limits("/v1/vip-report", deadline, stopped, user_id=borrower.user_id)
         if report.status not in (200, 202):
             return [f"VIP: HTTP {report.status} {report.error_code}"]
         vip = report.body["vip_report"]
@@ -164,7 +164,8 @@ def demo_outcome(client: VipClient, borrower: DemoBorrower, timeout_s: float = 1
     lines = [f"VIP {vip['id']}: {vip['status']}, {months}, "
              f"verified monthly income {vip['verified_monthly_income_usd']} USD"
              + (f", fraud flags {', '.join(flags)}" if flags else "")]
-    score = client.get("/v1/risk-score", user_id=borrower.user_id, vip_id=vip["id"])
+    score = client.get_within_limits("/v1/risk-score", deadline, stopped, user_id=borrower.user_id,
+                                     vip_id=vip["id"])
     if score.status == 200:
         risk = score.body["risk_score"]
         reasons = "; ".join(r["code"] for r in risk["adverse_action_reasons"])
@@ -174,3 +175,4 @@ def demo_outcome(client: VipClient, borrower: DemoBorrower, timeout_s: float = 1
     else:
         lines.append(f"risk score: HTTP {score.status} {score.error_code}")
     return lines
+

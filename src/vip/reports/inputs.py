@@ -178,13 +178,19 @@ async def busy_receivers(conn: AsyncConnection, network: str, addresses: Sequenc
     return {r.address for r in rows}
 
 
-# Which of `senders` paid each of a list of addresses (one index range of inflows each).
+# Which of `senders` paid each of a list of addresses: one index range of inflows per address (the callers'
+# addresses are quiet ones). The senders are matched outside the lateral (`OFFSET 0` keeps it one): given
+# both lists, the planner read the senders' outflows instead, and among them are exchanges' hot wallets
+# (38,275 rows and 35,254 heap pages for 191 pairs at 10M transfers: 128 ms, against 10 ms; decision 361).
 _PAID_BY = """
-SELECT DISTINCT t.from_address AS sender, t.to_address AS receiver
+SELECT DISTINCT w.sender, a.address AS receiver
 FROM unnest(CAST(:addresses AS text[])) AS a(address)
-JOIN token_transfers t ON t.network = :network AND t.to_address = a.address
-  AND t.from_address = ANY(CAST(:senders AS text[])) AND t.block_number <= :final
-  AND t.block_timestamp >= :since
+CROSS JOIN LATERAL (
+  SELECT t.from_address AS sender FROM token_transfers t
+  WHERE t.network = :network AND t.to_address = a.address AND t.block_number <= :final
+    AND t.block_timestamp >= :since
+  OFFSET 0) w
+WHERE w.sender = ANY(CAST(:senders AS text[]))
 """
 
 # Which of `receivers` an address paid while one of the given inflows of it (block, log index) was among its
