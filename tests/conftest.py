@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -36,10 +38,18 @@ def pytest_configure(config: pytest.Config) -> None:
     transaction_guard.set_mode("raise")
 
 
+def chain_genesis() -> int | None:
+    """VIP_TEST_CHAIN_GENESIS (an ISO 8601 instant): the test chains start then, not now, so the tests that
+    run on the chain's clock can be run as of a month's last day, a leap day, a year's end
+    (docs/testing.md)."""
+    value = os.environ.get("VIP_TEST_CHAIN_GENESIS")
+    return int(datetime.fromisoformat(value).timestamp()) if value else None
+
+
 @pytest.fixture(scope="session")
 def anvil() -> Iterator[AnvilNode]:
     """One Anvil node (chain id 31337) for the whole session; tests must not assume an empty chain."""
-    node = start_anvil(chain_id=31337)
+    node = start_anvil(chain_id=31337, genesis_timestamp=chain_genesis())
     yield node
     node.stop()
 
@@ -72,7 +82,7 @@ async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
 @pytest.fixture
 def chain() -> Iterator[ChainDriver]:
     """A fresh Anvil node of its own (reorgs and kills stay inside the test) with the tokens deployed."""
-    node = start_anvil(chain_id=31337)
+    node = start_anvil(chain_id=31337, genesis_timestamp=chain_genesis())
     try:
         yield ChainDriver(node)
     finally:
