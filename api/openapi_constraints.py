@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from vip.api.validation import NOT_BLANK, SPACE, WHITESPACE
 from vip.config import Settings
 from vip.personas.catalogue import PERSONAS
 from vip.transactions.wallets import SPEC_NETWORKS
@@ -144,7 +145,7 @@ def _not_blank(schema: dict[str, Any]) -> None:
     kinds = schema.get("type")
     text = kinds == "string" or (isinstance(kinds, list) and "string" in kinds)
     if text and schema.get("minLength", 0) >= 1 and not {"pattern", "enum", "format", "const"} & set(schema):
-        schema["pattern"] = r"\S"
+        schema["pattern"] = NOT_BLANK
 
 
 def no_defaults(schema: dict[str, Any]) -> None:
@@ -177,7 +178,7 @@ def _body_constraints(schemas: dict[str, Any], served: ServedValues) -> None:
                          ("CreatePaymentIntent", "funding_wallet")):
         _address(p[model][field])
     # Whitespace alone is stripped to nothing, which the length check refuses.
-    p["RegisterFundingWallet"]["nonce"]["pattern"] = r"\S"
+    p["RegisterFundingWallet"]["nonce"]["pattern"] = NOT_BLANK
     travel = p["TimeTravelRequest"]
     travel["network"] = _one_of(served.networks, "network", travel["network"])
     schemas["TimeTravelRequest"]["not"] = {"required": ["seconds", "to_timestamp"],
@@ -196,8 +197,8 @@ def _body_constraints(schemas: dict[str, Any], served: ServedValues) -> None:
     record = p["DirectRecord"]
     # An origin that looks like an address must be one (checksummed when mixed-case); inbound needs one.
     record["from_reference"]["anyOf"] = [
-        {"pattern": r"^\s*0[xX][0-9a-fA-F]{40}\s*$", "format": ADDRESS_FORMAT},
-        {"pattern": r"^(?!\s*0[xX])"}]
+        {"pattern": rf"^{SPACE}*0[xX][0-9a-fA-F]{{40}}{SPACE}*$", "format": ADDRESS_FORMAT},
+        {"pattern": rf"^(?!{SPACE}*0[xX])"}]
     schemas["DirectRecord"]["if"] = {"properties": {"direction": {"const": "inbound"}},
                                      "required": ["direction"]}
     schemas["DirectRecord"]["then"] = {"required": ["from_reference"],
@@ -211,7 +212,7 @@ def _body_constraints(schemas: dict[str, Any], served: ServedValues) -> None:
     scheme = "https?" if served.allow_http else "https"
     local = "" if served.allow_http else r"(?![^/?#]*(?:localhost|\.local|\.internal)\.?(?:[:/?]|$))"
     endpoint["url"]["pattern"] = (rf"^{scheme}://{local}(?:{HOST_LABEL}\.)+[A-Za-z]{{2,63}}\.?"
-                                  r"(?::[1-9][0-9]{0,3})?(?:[/?][^\s#\x00-\x1f\x7f]*)?$")
+                                  rf"(?::[1-9][0-9]{{0,3}})?(?:[/?][^{WHITESPACE}#\x00-\x1f\x7f]*)?$")
     _describe(endpoint["url"], "A host name (a public IP address is accepted too); no user:password@, no "
                                "#fragment; a name that resolves to a private address is refused")
     types = endpoint["event_types"]

@@ -14,9 +14,15 @@ M = TypeVar("M", bound=BaseModel)
 # How deep a request body may nest (the body object itself is level 1). Deeper JSON is refused before any
 # of it is walked: validators, the NUL scan, the encoder and jsonb all recurse.
 MAX_JSON_DEPTH = 32
+# Unicode White_Space: what the validators strip from a text's ends (`str_strip_whitespace`) and what `\s`
+# means to them. Spelled out for the document's patterns because `\s` is not the same set in every regex
+# dialect (ECMA-262 adds U+FEFF, Python's `re` adds U+001C-U+001F): a client or a generator reading `\s` its
+# way would send what the API refuses (a fuzz run sent U+0085 as a user id).
+WHITESPACE = r"\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+SPACE = f"[{WHITESPACE}]"
 # The pattern of a required text field: surrounding whitespace is stripped before length checks, so a
 # blank value is refused; the pattern says so in the document.
-NOT_BLANK = r"\S"
+NOT_BLANK = f"[^{WHITESPACE}]"
 
 
 class Body(BaseModel):

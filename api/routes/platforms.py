@@ -23,7 +23,7 @@ from pydantic import (
 
 from vip.api.context import CLOCK, ENGINE, HTTP, SETTINGS, principal, public, requires
 from vip.api.jsonio import iso, json_response
-from vip.api.validation import NOT_BLANK, Body, Query, read_body, read_query
+from vip.api.validation import NOT_BLANK, SPACE, Body, Query, read_body, read_query
 from vip.config import PLATFORM_ID
 from vip.connections import platform_connect
 from vip.connections.income_records import (
@@ -52,7 +52,8 @@ Day = Annotated[dt.date, PlainValidator(check_day), WithJsonSchema({"type": "str
 Amount = Annotated[Any, PlainValidator(check_amount), WithJsonSchema({
     "type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1000000000000000, "multipleOf": 0.000001,
     "description": "Exact decimal with at most 6 decimal places, as a JSON number (not a string)"})]
-Currency = Annotated[str, Field(min_length=2, max_length=10, pattern=r"^\s*[A-Za-z][A-Za-z0-9]{1,9}\s*$",
+Currency = Annotated[str, Field(min_length=2, max_length=10,
+                                 pattern=rf"^{SPACE}*[A-Za-z][A-Za-z0-9]{{1,9}}{SPACE}*$",
                                  description="A currency code: a letter, then 1 to 9 letters or digits "
                                              "(e.g. USD, USDC); stored upper-case"),
                      AfterValidator(check_currency)]
