@@ -175,4 +175,3 @@ def demo_outcome(client: VipClient, borrower: DemoBorrower, timeout_s: float = 1
     else:
         lines.append(f"risk score: HTTP {score.status} {score.error_code}")
     return lines
-
